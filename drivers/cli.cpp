@@ -1,0 +1,61 @@
+#include "cli.hpp"
+
+#include <CLI/CLI.hpp>
+
+#include <iostream>
+
+#include "knmf/core/error.hpp"
+#include "knmf/core/runtime.hpp"
+
+namespace knmf::cli {
+
+SplitArgs split_kokkos_args(int argc, const char* const* argv) {
+  SplitArgs s;
+  for (int i = 0; i < argc; ++i) {
+    std::string a = argv[i];
+    if (i > 0 && a.rfind("--kokkos-", 0) == 0)
+      s.kokkos.push_back(a);
+    else
+      s.rest.push_back(a);
+  }
+  return s;
+}
+
+int run(const std::vector<std::string>& args) {
+  CLI::App app{"knmf: batched consensus NMF (cNMF) factorization on Kokkos (CUDA, OpenMP)\n"
+               "Kokkos flags (--kokkos-threads=N, --kokkos-device-id=D, ...) pass through."};
+  app.name("knmf");
+  app.require_subcommand(0, 1);
+  bool show_version = false;
+  app.add_flag("--version", show_version,
+               "print knmf's version, the Kokkos version, the enabled backends and the default "
+               "execution space");
+
+  try {
+    std::vector<std::string> rev(args.rbegin(), args.rend() - 1);  // CLI11 wants reversed
+    app.parse(rev);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app.exit(e);
+    std::cerr << "knmf: " << e.what() << " (see knmf --help)\n";
+    return 2;
+  }
+  try {
+    if (show_version) {
+      std::cout << build_report();
+      std::cout << "device: " << device_description() << "\n";
+      return 0;
+    }
+    std::cout << app.help();
+    return 0;
+  } catch (const InputError& e) {
+    std::cerr << "knmf: error: " << e.what() << "\n";
+    return 1;
+  } catch (const std::exception& e) {
+    std::cerr << "knmf: error: " << e.what() << "\n";
+    return 1;
+  }
+}
+
+}  // namespace knmf::cli

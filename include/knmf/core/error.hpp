@@ -1,0 +1,54 @@
+#pragma once
+/// \file
+/// The two kinds of failure in knmf, kept visibly apart:
+///  * bad user input (a file, an option, a value) -> knmf::InputError, thrown at the public
+///    boundary in every build type, with a one-line message naming the file/option and value;
+///  * broken internal invariants -> KNMF_ASSERT, which aborts with file and line.
+/// On the device, NaN or divergence is a per-replicate status, never an exception.
+
+#include <cstdio>
+#include <cstdlib>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+
+namespace knmf {
+
+/// Bad user input: a malformed file, an option out of range, a value that cannot be used.
+/// The message is one line and names what is wrong and where.
+class InputError : public std::runtime_error {
+public:
+  explicit InputError(const std::string& what) : std::runtime_error(what) {}
+};
+
+namespace detail {
+template <class... Args>
+std::string concat(const Args&... args) {
+  std::ostringstream os;
+  os.precision(17);
+  (os << ... << args);
+  return os.str();
+}
+
+[[noreturn]] inline void assert_fail(const char* cond, const char* file, int line,
+                                     const std::string& msg) {
+  std::fprintf(stderr, "knmf: internal error: %s (%s) at %s:%d\n", msg.c_str(), cond, file, line);
+  std::abort();
+}
+}  // namespace detail
+
+/// Throw an InputError whose message is the concatenation of the arguments.
+template <class... Args>
+[[noreturn]] void input_error(const Args&... args) {
+  throw InputError(detail::concat(args...));
+}
+
+}  // namespace knmf
+
+/// Internal invariant (host code). Active in every build type: the checks are cheap and a
+/// silent wrong answer costs HPC users far more than a branch.
+#define KNMF_ASSERT(cond, ...)                                                          \
+  do {                                                                                  \
+    if (!(cond)) ::knmf::detail::assert_fail(#cond, __FILE__, __LINE__,                  \
+                                             ::knmf::detail::concat("" __VA_ARGS__));   \
+  } while (0)

@@ -1,0 +1,25 @@
+#pragma once
+/// \file
+/// What knmf was built with and what it runs on: versions, backends, the default space.
+
+#include <string>
+#include <vector>
+
+namespace knmf {
+
+/// knmf's version, e.g. "0.1.0".
+std::string version();
+/// Kokkos' version as "major.minor.patch" (two-digit minor/patch, e.g. "3.4.01").
+std::string kokkos_version();
+/// Kokkos backends compiled in (e.g. {"OpenMP", "Serial"}).
+std::vector<std::string> enabled_backends();
+/// Name of Kokkos::DefaultExecutionSpace (e.g. "OpenMP", "Cuda").
+std::string default_execution_space();
+/// A multi-line report for `knmf --version`.
+std::string build_report();
+/// Concurrency of the default execution space (threads on the host; 0 before initialize).
+int concurrency();
+/// Description of the device in use (GPU name or host CPU), valid after Kokkos::initialize.
+std::string device_description();
+
+}  // namespace knmf

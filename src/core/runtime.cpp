@@ -1,0 +1,80 @@
+#include "knmf/core/runtime.hpp"
+
+#include <Kokkos_Core.hpp>
+
+#include <fstream>
+#include <sstream>
+
+#include "knmf/version.hpp"
+
+namespace knmf {
+
+std::string version() { return KNMF_VERSION_STRING; }
+
+std::string kokkos_version() {
+  const int v = KOKKOS_VERSION;
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%d.%d.%02d", v / 10000, (v / 100) % 100, v % 100);
+  return buf;
+}
+
+std::vector<std::string> enabled_backends() {
+  std::vector<std::string> b;
+#ifdef KOKKOS_ENABLE_CUDA
+  b.emplace_back("Cuda");
+#endif
+#ifdef KOKKOS_ENABLE_HIP
+  b.emplace_back("HIP");
+#endif
+#ifdef KOKKOS_ENABLE_OPENMP
+  b.emplace_back("OpenMP");
+#endif
+#ifdef KOKKOS_ENABLE_THREADS
+  b.emplace_back("Threads");
+#endif
+#ifdef KOKKOS_ENABLE_SERIAL
+  b.emplace_back("Serial");
+#endif
+  return b;
+}
+
+std::string default_execution_space() { return Kokkos::DefaultExecutionSpace::name(); }
+
+int concurrency() {
+  return Kokkos::is_initialized() ? Kokkos::DefaultExecutionSpace().concurrency() : 0;
+}
+
+std::string device_description() {
+#ifdef KOKKOS_ENABLE_CUDA
+  if constexpr (std::is_same_v<Kokkos::DefaultExecutionSpace, Kokkos::Cuda>) {
+    int dev = Kokkos::Cuda().cuda_device();
+    cudaDeviceProp prop;
+    if (cudaGetDeviceProperties(&prop, dev) == cudaSuccess)
+      return std::string(prop.name) + " (device " + std::to_string(dev) + ")";
+    return "CUDA device " + std::to_string(dev);
+  }
+#endif
+  std::string cpu = "host CPU";
+  std::ifstream in("/proc/cpuinfo");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("model name", 0) == 0) {
+      auto p = line.find(':');
+      if (p != std::string::npos) cpu = line.substr(p + 2);
+      break;
+    }
+  }
+  return cpu + ", " + std::to_string(concurrency()) + " threads";
+}
+
+std::string build_report() {
+  std::ostringstream os;
+  os << "knmf " << version() << " (git " << KNMF_GIT_REVISION << ")\n";
+  os << "Kokkos " << kokkos_version() << "\n";
+  os << "backends:";
+  for (const auto& b : enabled_backends()) os << ' ' << b;
+  os << "\ndefault execution space: " << default_execution_space() << "\n";
+  os << "MPI: " << (KNMF_HAVE_MPI ? "enabled" : "disabled") << "\n";
+  return os.str();
+}
+
+}  // namespace knmf

@@ -1,0 +1,21 @@
+# cmake -P script run by the install_consumer test.
+file(REMOVE_RECURSE ${WORK_DIR})
+set(prefix ${WORK_DIR}/prefix)
+function(run)
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "failed (${rc}): ${ARGN}\n${out}\n${err}")
+  endif()
+  set(last_output "${out}" PARENT_SCOPE)
+endfunction()
+run(${CMAKE_COMMAND} --install ${KNMF_BUILD_DIR} --prefix ${prefix})
+run(${CMAKE_COMMAND} -G ${GENERATOR} -S ${CONSUMER_SRC} -B ${WORK_DIR}/build
+    -DCMAKE_CXX_COMPILER=${CXX_COMPILER}
+    -Dknmf_DIR=${prefix}/lib/cmake/knmf -DKokkos_DIR=${Kokkos_DIR}
+    -DKokkosKernels_DIR=${KokkosKernels_DIR})
+run(${CMAKE_COMMAND} --build ${WORK_DIR}/build)
+run(${WORK_DIR}/build/knmf_consumer)
+message(STATUS "consumer output:\n${last_output}")
+if(NOT last_output MATCHES "consumer ok")
+  message(FATAL_ERROR "consumer did not report success")
+endif()

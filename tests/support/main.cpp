@@ -1,0 +1,9 @@
+// GoogleTest main that initializes Kokkos once for the whole test binary.
+#include <Kokkos_Core.hpp>
+#include <gtest/gtest.h>
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  Kokkos::ScopeGuard guard(argc, argv);
+  return RUN_ALL_TESTS();
+}
