@@ -51,3 +51,26 @@ TempDir::~TempDir() {
 }
 
 }  // namespace knmf::test
+
+namespace knmf::test {
+std::vector<double> read_f64(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error("missing golden array " + path.string());
+  in.seekg(0, std::ios::end);
+  const auto bytes = static_cast<size_t>(in.tellg());
+  in.seekg(0);
+  std::vector<double> v(bytes / sizeof(double));
+  in.read(reinterpret_cast<char*>(v.data()), std::streamsize(v.size() * sizeof(double)));
+  return v;
+}
+
+double max_rel_diff(const std::vector<double>& a, const std::vector<double>& b) {
+  if (a.size() != b.size()) return std::numeric_limits<double>::infinity();
+  double d = 0, s = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    d = std::max(d, std::abs(a[i] - b[i]));
+    s = std::max(s, std::abs(b[i]));
+  }
+  return s > 0 ? d / s : d;
+}
+}  // namespace knmf::test

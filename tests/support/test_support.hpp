@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -52,3 +53,10 @@ inline double rel_diff(double a, double b, double floor = std::numeric_limits<do
       return;                                                         \
     }                                                                 \
   } while (0)
+
+namespace knmf::test {
+/// Read a raw little-endian float64 file (golden arrays written by tests/scripts).
+std::vector<double> read_f64(const std::filesystem::path& path);
+/// max |a - b| / max |b|: the normwise (infinity-norm) relative difference of two arrays.
+double max_rel_diff(const std::vector<double>& a, const std::vector<double>& b);
+}  // namespace knmf::test

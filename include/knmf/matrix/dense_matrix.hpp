@@ -1,0 +1,64 @@
+#pragma once
+/// \file
+/// X (cells x genes) as a dense device matrix.
+///
+/// Stored row-major, i.e. as the column-major (LayoutLeft) g x n matrix X^T: a cell's genes
+/// are contiguous, row blocks of X are contiguous column ranges of X^T, and every product
+/// with X is a plain BLAS/cuBLAS GEMM on LayoutLeft operands.
+
+#include <functional>
+#include <string>
+#include <utility>
+
+#include "knmf/core/types.hpp"
+#include "knmf/matrix/stats.hpp"
+
+namespace knmf {
+
+template <class T>
+class DenseMatrix {
+public:
+  using value_type = T;
+
+  DenseMatrix() = default;
+  /// Allocate an n x g matrix on `space` (contents undefined until set_rows/finalize).
+  DenseMatrix(const ExecSpace& space, size_type n, size_type g);
+
+  /// Build from n x g row-major host data, validated under the name `source`.
+  static DenseMatrix from_host(const ExecSpace& space, size_type n, size_type g,
+                               const T* row_major, const std::string& source = "X");
+
+  /// Copy rows [r0, r1) from (r1 - r0) x g row-major host data.
+  void set_rows(size_type r0, size_type r1, const T* row_major);
+
+  /// Check that X is non-empty, finite and non-negative (InputError naming `source`, the
+  /// value and its row/column otherwise) and compute its statistics once.
+  void finalize(const std::string& source = "X", size_type chunk = default_reduction_chunk);
+
+  size_type rows() const { return n_; }
+  size_type cols() const { return g_; }
+  /// Stored entries (n * g for a dense matrix).
+  size_type nnz() const { return n_ * g_; }
+  /// sum and ||X||_F^2 (valid after finalize).
+  const ValueStats& stats() const { return stats_; }
+  /// X.mean() over all n*g entries, as scikit-learn's init uses it.
+  double mean() const { return stats_.sum / (double(n_) * double(g_)); }
+  /// X^T: a g x n LayoutLeft View; column i is cell i.
+  const Matrix<T>& xt() const { return xt_; }
+  /// Bytes held on the device.
+  size_type bytes() const { return n_ * g_ * size_type(sizeof(T)); }
+  const ExecSpace& space() const { return space_; }
+
+private:
+  ExecSpace space_;
+  size_type n_ = 0, g_ = 0;
+  Matrix<T> xt_;
+  ValueStats stats_;
+};
+
+/// Throws InputError if `s` (statistics of X named `source`, n x g, positions row-major)
+/// shows an empty, non-finite or negative matrix. Shared by the dense and sparse formats.
+void check_input_stats(const ValueStats& s, size_type n, size_type g, const std::string& source,
+                       const std::function<std::pair<size_type, size_type>(size_type)>& where);
+
+}  // namespace knmf

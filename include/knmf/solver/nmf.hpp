@@ -1,0 +1,57 @@
+#pragma once
+/// \file
+/// The batched NMF solver: R replicates (slots) run together against one X.
+///
+/// Each replicate follows scikit-learn's semantics on its own (init, update order,
+/// convergence); when one finishes, its result is emitted and its slot is refilled with the
+/// next job, so batches stay full and no result depends on which replicates shared a batch.
+/// Nothing of size R x n x g is ever allocated: device memory is X + 2 (R k) n + 3 (R k) g
+/// values plus k x k blocks (3 (R k) n for the fixed-H refit with MU).
+
+#include <functional>
+#include <optional>
+#include <vector>
+
+#include "knmf/core/types.hpp"
+#include "knmf/matrix/dense_matrix.hpp"
+#include "knmf/random/random_state.hpp"
+#include "knmf/solver/options.hpp"
+#include "knmf/solver/result.hpp"
+
+namespace knmf {
+
+/// Called with each finished replicate, in completion order.
+using ResultCallback = std::function<void(ReplicateResult&&)>;
+/// Supplies the next job (all of one k), or nothing when the queue is empty.
+using JobSource = std::function<std::optional<Job>()>;
+
+/// Factorize the jobs supplied by `next_job` (all with this `k`) in batches of up to
+/// `batch_size` slots, calling `on_result` for each finished replicate.
+template <class T>
+void factorize(const ExecSpace& space, const DenseMatrix<T>& X, int k, const JobSource& next_job,
+               int batch_size, const SolverOptions& opts, const ResultCallback& on_result);
+
+/// Convenience: every job of `jobs` (any mix of k; grouped by k), results ordered as `jobs`.
+template <class T>
+std::vector<ReplicateResult> factorize(const ExecSpace& space, const DenseMatrix<T>& X,
+                                       const std::vector<Job>& jobs, int batch_size,
+                                       const SolverOptions& opts);
+
+/// Result of a fixed-H refit (scikit-learn `update_H=False`).
+struct RefitResult {
+  std::vector<double> W;  ///< n x k row-major
+  int n_iter = 0;
+  double error_at_init = 0.0;
+  double final_error = 0.0;
+  ReplicateStatus status = ReplicateStatus::max_iter;
+};
+
+/// Fixed-H refit of the usages for each spectra matrix in `spectra` (each k x g row-major,
+/// non-negative), batched `batch_size` at a time. W starts as scikit-learn starts it:
+/// filled with sqrt(mean(X)/k) for MU, zeros for CD.
+template <class T>
+std::vector<RefitResult> refit_usages(const ExecSpace& space, const DenseMatrix<T>& X,
+                                      const std::vector<std::vector<double>>& spectra, int k,
+                                      int batch_size, const SolverOptions& opts);
+
+}  // namespace knmf

@@ -1,0 +1,53 @@
+#pragma once
+/// \file
+/// Solver options as a plain struct (filled by the driver's CLI, usable from C++ directly).
+/// Defaults follow cNMF's run parameters and scikit-learn's semantics.
+
+#include <cstdint>
+#include <string>
+
+namespace knmf {
+
+/// `mu`: Frobenius multiplicative update. `cd`: scikit-learn's coordinate descent
+/// (cNMF's default for Frobenius loss).
+enum class SolverKind { mu, cd };
+
+/// How a denominator of the MU update is kept away from zero.
+enum class ZeroGuard {
+  replace_zero,  ///< scikit-learn: entries exactly 0 become float32 eps (default)
+  add_eps,       ///< PyTorch engine: add `eps` to every denominator
+};
+
+struct SolverOptions {
+  SolverKind solver = SolverKind::cd;
+  int max_iter = 1000;          ///< cNMF's default (scikit-learn's own default is 200)
+  double tol = 1e-4;            ///< relative tolerance; 0 runs exactly max_iter iterations
+  int check_every = 10;         ///< MU: error check period (scikit-learn: 10)
+  double alpha_W = 0.0;         ///< cNMF alpha_usage
+  double alpha_H = 0.0;         ///< cNMF alpha_spectra
+  double l1_ratio = 0.0;
+  ZeroGuard zero_guard = ZeroGuard::replace_zero;
+  double eps = 1e-9;            ///< added when zero_guard == add_eps
+  bool return_W = false;        ///< also return each replicate's usages W (n x k)
+
+  /// Throws InputError naming the option and its value when out of range.
+  void validate() const;
+};
+
+std::string to_string(SolverKind s);
+std::string to_string(ZeroGuard z);
+/// Parses "mu"/"cd" (InputError naming `option` otherwise).
+SolverKind parse_solver(const std::string& s, const std::string& option = "--solver");
+ZeroGuard parse_zero_guard(const std::string& s, const std::string& option = "--zero-guard");
+
+/// Regularization scales as scikit-learn computes them from (alpha, l1_ratio) and X's shape:
+/// l1_W = g * alpha_W * l1_ratio, l2_W = g * alpha_W * (1 - l1_ratio), and with n for H.
+struct Regularization {
+  double l1_W = 0, l2_W = 0, l1_H = 0, l2_H = 0;
+};
+Regularization regularization(const SolverOptions& o, std::int64_t n, std::int64_t g);
+
+/// scikit-learn's EPSILON: float32 machine epsilon.
+inline constexpr double sklearn_epsilon = 1.1920928955078125e-07;
+
+}  // namespace knmf

@@ -1,0 +1,32 @@
+#pragma once
+/// \file
+/// What the solver returns for each replicate.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "knmf/random/random_state.hpp"
+
+namespace knmf {
+
+enum class ReplicateStatus {
+  converged,   ///< met the tolerance
+  max_iter,    ///< ran max_iter iterations without meeting it (or tol == 0)
+  non_finite,  ///< the error or violation became NaN/Inf; H/W are what was reached
+};
+std::string to_string(ReplicateStatus s);
+
+struct ReplicateResult {
+  Job job;                       ///< k, iter, seed, index of the job table
+  std::int64_t n = 0, g = 0;     ///< shape of X
+  std::vector<double> H;         ///< spectra, k x g row-major
+  std::vector<double> W;         ///< usages, n x k row-major (only if requested)
+  int n_iter = 0;                ///< iterations run
+  double error_at_init = 0.0;    ///< ||X - W0 H0||_F
+  double final_error = 0.0;      ///< ||X - W H||_F at the end
+  ReplicateStatus status = ReplicateStatus::max_iter;
+  double seconds = 0.0;          ///< wall time from slot fill to result (shared batch time)
+};
+
+}  // namespace knmf

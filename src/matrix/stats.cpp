@@ -1,0 +1,74 @@
+#include "knmf/matrix/stats.hpp"
+
+#include <limits>
+
+#include "knmf/core/compat.hpp"
+#include "knmf/core/error.hpp"
+
+namespace knmf {
+
+namespace {
+struct ChunkStats {
+  double sum, norm2, min_value;
+  size_type min_pos, nonfinite, first_nonfinite_pos;
+  double first_nonfinite_value;
+};
+}  // namespace
+
+template <class T>
+ValueStats value_stats(const ExecSpace& space, const T* data, size_type count, size_type chunk) {
+  KNMF_ASSERT(chunk > 0, "chunk must be positive");
+  ValueStats out;
+  out.count = count;
+  if (count == 0) return out;
+  const size_type nchunks = (count + chunk - 1) / chunk;
+  Kokkos::View<ChunkStats*, MemSpace> partial(
+      Kokkos::view_alloc(space, Kokkos::WithoutInitializing, "knmf::stats::partial"), nchunks);
+  Kokkos::parallel_for(
+      "knmf::stats::chunks",
+      Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<size_type>>(space, 0, nchunks),
+      KOKKOS_LAMBDA(const size_type c) {
+        const size_type b = c * chunk;
+        const size_type e = (b + chunk < count) ? b + chunk : count;
+        ChunkStats s{0.0, 0.0, 0.0, -1, 0, -1, 0.0};
+        for (size_type i = b; i < e; ++i) {
+          const double v = static_cast<double>(data[i]);
+          if (!compat::isfinite(v)) {
+            if (s.nonfinite == 0) {
+              s.first_nonfinite_pos = i;
+              s.first_nonfinite_value = v;
+            }
+            ++s.nonfinite;
+            continue;
+          }
+          s.sum += v;
+          s.norm2 += v * v;
+          if (s.min_pos < 0 || v < s.min_value) {
+            s.min_value = v;
+            s.min_pos = i;
+          }
+        }
+        partial(c) = s;
+      });
+  auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), partial);
+  for (size_type c = 0; c < nchunks; ++c) {
+    const auto& s = h(c);
+    out.sum += s.sum;
+    out.norm2 += s.norm2;
+    if (s.min_pos >= 0 && (out.min_pos < 0 || s.min_value < out.min_value)) {
+      out.min_value = s.min_value;
+      out.min_pos = s.min_pos;
+    }
+    if (s.nonfinite > 0 && out.nonfinite == 0) {
+      out.first_nonfinite_pos = s.first_nonfinite_pos;
+      out.first_nonfinite_value = s.first_nonfinite_value;
+    }
+    out.nonfinite += s.nonfinite;
+  }
+  return out;
+}
+
+template ValueStats value_stats<float>(const ExecSpace&, const float*, size_type, size_type);
+template ValueStats value_stats<double>(const ExecSpace&, const double*, size_type, size_type);
+
+}  // namespace knmf

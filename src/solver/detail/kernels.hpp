@@ -1,0 +1,280 @@
+#pragma once
+/// \file
+/// Device kernels of the batched solver (internal).
+///
+/// Layout: a batch of R replicates ("slots") with k components each stores both factors
+/// transposed and stacked, as LayoutLeft matrices with R*k rows:
+///   W: (R*k) x n  -- column i holds every slot's k usages of cell i
+///   H: (R*k) x g  -- column j holds every slot's k spectra values of gene j
+/// Slot r owns rows [r*k, (r+1)*k). The two products with X are single GEMMs
+/// (P = H X^T, Q = W X), and the W- and H-updates are the same kernels applied to
+/// (W, P, H H^T) and (H, Q, W^T W): the solver is symmetric in the two factors.
+///
+/// Per-slot reductions (Grams, violations, inner products) are chunked over columns with a
+/// fixed chunk length and summed in chunk order, so a slot's numbers never depend on the
+/// other slots of its batch nor on the thread count.
+
+#include <Kokkos_Core.hpp>
+
+#include <type_traits>
+#include <vector>
+
+#include "knmf/core/compat.hpp"
+#include "knmf/core/types.hpp"
+#include "knmf/solver/options.hpp"
+
+namespace knmf::detail {
+
+using TeamPolicy = Kokkos::TeamPolicy<ExecSpace>;
+using Member = TeamPolicy::member_type;
+using ScratchDoubles =
+    Kokkos::View<double*, ExecSpace::scratch_memory_space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+using Policy64 = Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<size_type>>;
+
+/// Per-slot k x k matrices in double: G(r, s, t).
+using SlotGram = Kokkos::View<double***, Kokkos::LayoutRight, MemSpace>;
+/// Per-slot flags (1 = active).
+using SlotMask = Kokkos::View<int*, MemSpace>;
+
+inline constexpr bool exec_on_host =
+    std::is_same_v<typename ExecSpace::memory_space, Kokkos::HostSpace>;
+
+/// Columns per chunk of the per-slot reductions.
+inline constexpr size_type slot_chunk = 1024;
+
+inline int team_size_for(int work_per_team) {
+  if constexpr (exec_on_host) {
+    (void)work_per_team;
+    return 1;
+  } else {
+    int t = 32;
+    while (t < work_per_team && t < 256) t *= 2;
+    return t;
+  }
+}
+
+inline size_type num_chunks(size_type m) { return (m + slot_chunk - 1) / slot_chunk; }
+
+/// G(r) = F_r F_r^T for every active slot r (F: (R*k) x m), accumulated in double.
+/// `partial` must hold num_chunks(m) * R * k * k doubles.
+template <class T>
+void slot_gram(const ExecSpace& space, const Matrix<T>& F, int R, int k, const SlotMask& active,
+               const Kokkos::View<double*, MemSpace>& partial, const SlotGram& G) {
+  const size_type m = F.extent(1);
+  const size_type nch = num_chunks(m);
+  const int kk = k * k;
+  const int npairs = k * (k + 1) / 2;
+  if (m == 0) {
+    Kokkos::deep_copy(space, G, 0.0);
+    return;
+  }
+  TeamPolicy policy(space, int(nch * R), team_size_for(npairs));
+  const size_t scratch = exec_on_host ? ScratchDoubles::shmem_size(kk) : 0;
+  policy.set_scratch_size(0, Kokkos::PerTeam(scratch));
+  Kokkos::parallel_for(
+      "knmf::gram::chunks", policy, KOKKOS_LAMBDA(const Member& team) {
+        const int r = team.league_rank() % R;
+        const size_type c = team.league_rank() / R;
+        double* out = &partial(size_type(c * R + r) * kk);
+        if (!active(r)) return;
+        const size_type j0 = c * slot_chunk;
+        const size_type j1 = (j0 + slot_chunk < m) ? j0 + slot_chunk : m;
+        const int row0 = r * k;
+        if constexpr (exec_on_host) {
+          ScratchDoubles acc(team.team_scratch(0), kk);
+          for (int p = 0; p < kk; ++p) acc(p) = 0.0;
+          for (size_type j = j0; j < j1; ++j) {
+            const T* col = &F(row0, j);
+            for (int s = 0; s < k; ++s) {
+              const double fs = double(col[s]);
+              for (int t = s; t < k; ++t) acc(s * k + t) += fs * double(col[t]);
+            }
+          }
+          for (int s = 0; s < k; ++s)
+            for (int t = s; t < k; ++t) out[s * k + t] = out[t * k + s] = acc(s * k + t);
+        } else {
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, npairs), [&](const int p) {
+            // pair index p -> (s, t), s <= t
+            int s = 0, rem = p;
+            while (rem >= k - s) {
+              rem -= k - s;
+              ++s;
+            }
+            const int t = s + rem;
+            double a = 0.0;
+            for (size_type j = j0; j < j1; ++j) a += double(F(row0 + s, j)) * double(F(row0 + t, j));
+            out[s * k + t] = a;
+            out[t * k + s] = a;
+          });
+        }
+      });
+  Kokkos::parallel_for(
+      "knmf::gram::sum", Kokkos::RangePolicy<ExecSpace>(space, 0, R * kk),
+      KOKKOS_LAMBDA(const int e) {
+        const int r = e / kk, p = e % kk;
+        if (!active(r)) return;
+        double a = 0.0;
+        for (size_type c = 0; c < nch; ++c) a += partial(size_type(c * R + r) * kk + p);
+        G(r, p / k, p % k) = a;
+      });
+}
+
+/// Multiplicative update of one factor (scikit-learn's Frobenius MU), written to `out`:
+///   out = F * Num / (F G + l1 + l2 F), with the zero guard applied to the denominator.
+/// F, Num, out: (R*k) x m; G: the other factor's per-slot Gram. Inactive slots are skipped.
+template <class T>
+void mu_update(const ExecSpace& space, const Matrix<T>& F, const Matrix<T>& Num,
+               const SlotGram& G, int k, const SlotMask& active, double l1, double l2,
+               bool add_eps, double eps, const Matrix<T>& out) {
+  const size_type rows = F.extent(0);
+  const size_type total = rows * size_type(F.extent(1));
+  const T guard = T(sklearn_epsilon);
+  Kokkos::parallel_for(
+      "knmf::mu::update", Policy64(space, 0, total), KOKKOS_LAMBDA(const size_type e) {
+        const size_type i = e / rows;
+        const int row = int(e % rows);
+        const int r = row / k, t = row % k;
+        if (!active(r)) return;
+        const int row0 = r * k;
+        double den = 0.0;
+        for (int s = 0; s < k; ++s) den += double(F(row0 + s, i)) * G(r, s, t);
+        const T f = F(row, i);
+        T d = T(den);
+        if (l1 > 0) d += T(l1);
+        if (l2 > 0) d = d + T(l2) * f;
+        if (add_eps)
+          d += T(eps);
+        else if (d == T(0))
+          d = guard;
+        out(row, i) = f * (Num(row, i) / d);
+      });
+}
+
+/// Coordinate-descent sweep over one factor, in place (scikit-learn's _update_cdnmf_fast
+/// with permutation 0..k-1): for t in order, every column i updates F(t, i) from
+/// grad = (G + l2 I)(t,:) F(:, i) - (Num(t, i) - l1). Adds the projected-gradient violation
+/// of each slot into viol_partial(chunk * R + r).
+template <class T>
+void cd_update(const ExecSpace& space, const Matrix<T>& F, const Matrix<T>& Num,
+               const SlotGram& G, int R, int k, const SlotMask& active, double l1, double l2,
+               const Kokkos::View<double*, MemSpace>& viol_partial) {
+  const size_type m = F.extent(1);
+  const size_type nch = num_chunks(m);
+  if (m == 0) return;
+  TeamPolicy policy(space, int(nch * R), team_size_for(int(slot_chunk)));
+  Kokkos::parallel_for(
+      "knmf::cd::update", policy, KOKKOS_LAMBDA(const Member& team) {
+        const int r = team.league_rank() % R;
+        const size_type c = team.league_rank() / R;
+        if (!active(r)) {
+          Kokkos::single(Kokkos::PerTeam(team), [&]() { viol_partial(c * R + r) = 0.0; });
+          return;
+        }
+        const size_type j0 = c * slot_chunk;
+        const size_type j1 = (j0 + slot_chunk < m) ? j0 + slot_chunk : m;
+        const int row0 = r * k;
+        double viol = 0.0;
+        Kokkos::parallel_reduce(
+            Kokkos::TeamThreadRange(team, j0, j1),
+            [&](const size_type i, double& v) {
+              for (int t = 0; t < k; ++t) {
+                const T num = T(Num(row0 + t, i) - T(l1));
+                double grad = -double(num);
+                for (int s = 0; s < k; ++s) {
+                  const double gts = G(r, t, s) + (s == t ? l2 : 0.0);
+                  grad += gts * double(F(row0 + s, i));
+                }
+                const T w = F(row0 + t, i);
+                const double pg = (w == T(0)) ? (grad < 0.0 ? grad : 0.0) : grad;
+                v += compat::fabs(pg);
+                const double hess = G(r, t, t) + l2;
+                if (hess != 0.0) {
+                  const double nw = double(w) - grad / hess;
+                  F(row0 + t, i) = T(nw > 0.0 ? nw : 0.0);
+                }
+              }
+            },
+            viol);
+        Kokkos::single(Kokkos::PerTeam(team), [&]() { viol_partial(c * R + r) = viol; });
+      });
+}
+
+/// Per-slot inner products <A_r, B_r> over (R*k) x m operands, into partial(chunk * R + r).
+template <class T>
+void slot_dot(const ExecSpace& space, const Matrix<T>& A, const Matrix<T>& B, int R, int k,
+              const SlotMask& active, const Kokkos::View<double*, MemSpace>& partial) {
+  const size_type m = A.extent(1);
+  const size_type nch = num_chunks(m);
+  if (m == 0) return;
+  TeamPolicy policy(space, int(nch * R), team_size_for(int(slot_chunk)));
+  Kokkos::parallel_for(
+      "knmf::slot_dot", policy, KOKKOS_LAMBDA(const Member& team) {
+        const int r = team.league_rank() % R;
+        const size_type c = team.league_rank() / R;
+        const size_type j0 = c * slot_chunk;
+        const size_type j1 = (j0 + slot_chunk < m) ? j0 + slot_chunk : m;
+        const int row0 = r * k;
+        double sum = 0.0;
+        if (active(r)) {
+          Kokkos::parallel_reduce(
+              Kokkos::TeamThreadRange(team, j0, j1),
+              [&](const size_type j, double& acc) {
+                for (int t = 0; t < k; ++t)
+                  acc += double(A(row0 + t, j)) * double(B(row0 + t, j));
+              },
+              sum);
+        }
+        Kokkos::single(Kokkos::PerTeam(team), [&]() { partial(c * R + r) = sum; });
+      });
+}
+
+/// Sum chunk partials (chunk-major, R per chunk) per slot, in chunk order, on the host.
+inline std::vector<double> sum_slot_partials(const Kokkos::View<double*, MemSpace>& partial,
+                                             size_type nch, int R) {
+  auto h = Kokkos::create_mirror_view(partial);
+  Kokkos::deep_copy(h, partial);
+  std::vector<double> out(size_t(R), 0.0);
+  for (size_type c = 0; c < nch; ++c)
+    for (int r = 0; r < R; ++r) out[size_t(r)] += h(c * R + r);
+  return out;
+}
+
+}  // namespace knmf::detail
+
+namespace knmf::detail {
+
+/// dst(p*k + t, j) = src(slots(p)*k + t, j) for p < slots.extent(0): gathers whole slots.
+template <class T>
+void pack_slots(const ExecSpace& space, const Matrix<T>& src, const Kokkos::View<int*, MemSpace>& slots,
+                int k, const Matrix<T>& dst) {
+  const size_type rows = dst.extent(0);
+  const size_type total = rows * size_type(dst.extent(1));
+  Kokkos::parallel_for(
+      "knmf::pack_slots", Policy64(space, 0, total), KOKKOS_LAMBDA(const size_type e) {
+        const size_type j = e / rows;
+        const int row = int(e % rows);
+        dst(row, j) = src(slots(row / k) * k + row % k, j);
+      });
+}
+
+/// dst(r*k + t, j) = scale * |src(t, j)| for one slot r (src: any rank-2 View, k x m).
+template <class T, class SrcView>
+void scatter_slot(const ExecSpace& space, const SrcView& src, int r, int k, const Matrix<T>& dst) {
+  const size_type m = dst.extent(1);
+  const size_type total = size_type(k) * m;
+  Kokkos::parallel_for(
+      "knmf::scatter_slot", Policy64(space, 0, total), KOKKOS_LAMBDA(const size_type e) {
+        const size_type j = e / k;
+        const int t = int(e % k);
+        dst(r * k + t, j) = src(t, j);
+      });
+}
+
+/// Fill slot r's rows of dst with a constant.
+template <class T>
+void fill_slot(const ExecSpace& space, const Matrix<T>& dst, int r, int k, T value) {
+  auto sub = Kokkos::subview(dst, std::make_pair(r * k, (r + 1) * k), Kokkos::ALL);
+  Kokkos::deep_copy(space, sub, value);
+}
+
+}  // namespace knmf::detail

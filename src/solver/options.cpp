@@ -1,0 +1,61 @@
+#include "knmf/solver/options.hpp"
+
+#include <cmath>
+
+#include "knmf/core/error.hpp"
+#include "knmf/solver/result.hpp"
+
+namespace knmf {
+
+void SolverOptions::validate() const {
+  if (max_iter < 1) input_error("--max-iter ", max_iter, " is invalid: it must be >= 1");
+  if (!(tol >= 0) || !std::isfinite(tol))
+    input_error("--tol ", tol, " is invalid: it must be a finite number >= 0");
+  if (check_every < 1)
+    input_error("--check-every ", check_every, " is invalid: it must be >= 1");
+  if (!(alpha_W >= 0) || !std::isfinite(alpha_W))
+    input_error("--alpha-usage ", alpha_W, " is invalid: it must be a finite number >= 0");
+  if (!(alpha_H >= 0) || !std::isfinite(alpha_H))
+    input_error("--alpha-spectra ", alpha_H, " is invalid: it must be a finite number >= 0");
+  if (!(l1_ratio >= 0 && l1_ratio <= 1))
+    input_error("--l1-ratio ", l1_ratio, " is invalid: it must lie in [0, 1]");
+  if (zero_guard == ZeroGuard::add_eps && (!(eps > 0) || !std::isfinite(eps)))
+    input_error("--eps ", eps, " is invalid: it must be a finite number > 0");
+}
+
+std::string to_string(SolverKind s) { return s == SolverKind::mu ? "mu" : "cd"; }
+std::string to_string(ZeroGuard z) {
+  return z == ZeroGuard::replace_zero ? "replace-zero" : "add-eps";
+}
+
+SolverKind parse_solver(const std::string& s, const std::string& option) {
+  if (s == "mu") return SolverKind::mu;
+  if (s == "cd") return SolverKind::cd;
+  input_error(option, " '", s, "' is invalid: expected mu or cd");
+}
+
+ZeroGuard parse_zero_guard(const std::string& s, const std::string& option) {
+  if (s == "replace-zero") return ZeroGuard::replace_zero;
+  if (s == "add-eps") return ZeroGuard::add_eps;
+  input_error(option, " '", s, "' is invalid: expected replace-zero or add-eps");
+}
+
+Regularization regularization(const SolverOptions& o, std::int64_t n, std::int64_t g) {
+  Regularization r;
+  r.l1_W = double(g) * o.alpha_W * o.l1_ratio;
+  r.l2_W = double(g) * o.alpha_W * (1.0 - o.l1_ratio);
+  r.l1_H = double(n) * o.alpha_H * o.l1_ratio;
+  r.l2_H = double(n) * o.alpha_H * (1.0 - o.l1_ratio);
+  return r;
+}
+
+std::string to_string(ReplicateStatus s) {
+  switch (s) {
+    case ReplicateStatus::converged: return "converged";
+    case ReplicateStatus::max_iter: return "max_iter";
+    case ReplicateStatus::non_finite: return "non_finite";
+  }
+  return "?";
+}
+
+}  // namespace knmf
