@@ -50,10 +50,9 @@ fi
 # OpenBLAS' OpenMP variant: the pthread one pins all BLAS threads to one core when
 # OMP_PROC_BIND/OMP_PLACES are set (Kokkos recommends setting them).
 if [[ $(id -u) -eq 0 ]] && command -v update-alternatives >/dev/null; then
-  for f in /usr/lib/x86_64-linux-gnu/openblas-openmp/libblas.so.3 /usr/lib/x86_64-linux-gnu/openblas-openmp/liblapack.so.3; do
-    [[ -e $f ]] || continue
-    name=$(basename "$f"); name=${name%.so.3}.so.3-x86_64-linux-gnu
-    update-alternatives --set "$name" "$f" >/dev/null 2>&1 || true
+  for lib in libopenblas.so.0 libopenblas.so libblas.so.3 libblas.so liblapack.so.3 liblapack.so; do
+    f=/usr/lib/x86_64-linux-gnu/openblas-openmp/$lib
+    [[ -e $f ]] && update-alternatives --set "$lib-x86_64-linux-gnu" "$f" >/dev/null 2>&1 || true
   done
 fi
 
