@@ -1,0 +1,142 @@
+#pragma once
+/// \file
+/// A small RAII layer over the HDF5 C API (internal: only src/io includes it, since the
+/// library links HDF5 privately).
+///
+/// * `Handle<Close>` owns one `hid_t` and calls the matching `H5*close` when it dies;
+///   `File`, `Group`, `Dataset`, `Dataspace`, `Datatype`, `Attribute`, `PropList` are its
+///   instances. Predefined ids (`H5T_NATIVE_DOUBLE`, `H5P_DEFAULT`) are never wrapped.
+/// * `ErrorSilencer` switches off HDF5's automatic printing of its error stack for the
+///   current thread while it lives, and restores the previous handler afterwards.
+/// * `Location` pairs an open object with the file name so that every failure becomes a
+///   `knmf::InputError` of one line: "<file>: <what> <object>: <innermost HDF5 message>".
+
+#include <hdf5.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "knmf/core/error.hpp"
+
+namespace knmf::io::detail::h5 {
+
+/// Owner of one HDF5 identifier, closed with `Close` on destruction. Move-only.
+template <herr_t (*Close)(hid_t)>
+class Handle {
+public:
+  Handle() = default;
+  explicit Handle(hid_t id) : id_(id) {}
+  ~Handle() { reset(); }
+  Handle(const Handle&) = delete;
+  Handle& operator=(const Handle&) = delete;
+  Handle(Handle&& other) noexcept : id_(other.release()) {}
+  Handle& operator=(Handle&& other) noexcept {
+    if (this != &other) {
+      reset();
+      id_ = other.release();
+    }
+    return *this;
+  }
+
+  hid_t get() const { return id_; }
+  bool valid() const { return id_ >= 0; }
+  explicit operator bool() const { return valid(); }
+  /// Give up ownership without closing.
+  hid_t release() {
+    const hid_t id = id_;
+    id_ = H5I_INVALID_HID;
+    return id;
+  }
+  /// Close now (errors on close are ignored: a destructor cannot report them).
+  void reset() {
+    if (id_ >= 0) Close(id_);
+    id_ = H5I_INVALID_HID;
+  }
+
+private:
+  hid_t id_ = H5I_INVALID_HID;
+};
+
+using File = Handle<&H5Fclose>;
+using Group = Handle<&H5Gclose>;
+using Dataset = Handle<&H5Dclose>;
+using Dataspace = Handle<&H5Sclose>;
+using Datatype = Handle<&H5Tclose>;
+using Attribute = Handle<&H5Aclose>;
+using PropList = Handle<&H5Pclose>;
+using Object = Handle<&H5Oclose>;
+
+/// Turns off HDF5's automatic error-stack printing (per thread: libhdf5 is thread-safe on
+/// Debian) for the lifetime of the object; the previous handler comes back afterwards.
+class ErrorSilencer {
+public:
+  ErrorSilencer();
+  ~ErrorSilencer();
+  ErrorSilencer(const ErrorSilencer&) = delete;
+  ErrorSilencer& operator=(const ErrorSilencer&) = delete;
+
+private:
+  H5E_auto2_t func_ = nullptr;
+  void* data_ = nullptr;
+};
+
+/// The most specific message on the current thread's HDF5 error stack, e.g.
+/// "truncated file: eof = 19674, sblock->base_addr = 0, stored_eof = 29512"; empty if none.
+/// Read it right after the failing call: most HDF5 calls clear the stack.
+std::string last_error();
+
+/// Throw `InputError("<file>: <what>[: <last HDF5 error>]")`.
+[[noreturn]] void fail(const std::string& file, const std::string& what);
+
+/// Dimensions of a dataset (rank = size of the result).
+std::vector<hsize_t> dims(hid_t dataset);
+
+/// True when every component of `path` ("/var/_index") exists below `loc`.
+bool exists(hid_t loc, const std::string& path);
+
+/// The kind of object at an existing `path`: H5I_GROUP, H5I_DATASET, H5I_DATATYPE or
+/// H5I_BADID when it cannot be opened.
+H5I_type_t object_type(hid_t loc, const std::string& path);
+
+/// An attribute of `obj` read as one string (scalar or one-element array; variable- or
+/// fixed-length, any character set; fixed-length padding removed). Empty optional when the
+/// attribute does not exist or is not a string.
+std::optional<std::string> string_attr(hid_t obj, const char* name);
+
+/// An integer-valued attribute of `obj` read as int64 (any integer or float type; any rank,
+/// flattened). Empty optional when absent or not numeric.
+std::optional<std::vector<std::int64_t>> int_attr(hid_t obj, const char* name);
+
+/// Write a scalar variable-length UTF-8 string attribute (what h5py writes for `str`).
+void write_string_attr(const std::string& file, hid_t obj, const char* name,
+                       const std::string& value);
+/// Write a 1-D int64 array attribute.
+void write_int_attr(const std::string& file, hid_t obj, const char* name,
+                    const std::vector<std::int64_t>& values);
+/// Write a 1-D float64 array attribute of length 0 (what h5py writes for an empty list,
+/// e.g. AnnData's `column-order` of a dataframe without columns).
+void write_empty_array_attr(const std::string& file, hid_t obj, const char* name);
+
+/// How the elements of a string dataset are stored.
+struct StringLayout {
+  bool variable = false;                  ///< variable-length (char*) elements
+  std::size_t size = 0;                   ///< bytes per fixed-length element
+  H5T_str_t pad = H5T_STR_NULLTERM;       ///< padding of fixed-length elements
+  H5T_cset_t cset = H5T_CSET_ASCII;
+};
+
+/// Layout of a string datatype; empty optional when `type` is not a string type.
+std::optional<StringLayout> string_layout(hid_t type);
+
+/// A memory datatype for elements of `layout` (what H5Dread should convert them to).
+Datatype string_mem_type(const StringLayout& layout);
+
+/// Decode `count` elements of `layout` read into `buf` (char* for variable-length, `size`
+/// bytes each for fixed) and append them to `out`. Does not free variable-length memory.
+void decode_strings(const StringLayout& layout, const void* buf, std::size_t count,
+                    std::vector<std::string>& out);
+
+}  // namespace knmf::io::detail::h5

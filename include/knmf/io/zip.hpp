@@ -1,0 +1,96 @@
+#pragma once
+/// \file
+/// A minimal ZIP reader and writer (zlib), enough for numpy's `.npz` archives.
+///
+/// Reader: stored and deflate entries, CRC-32 verified, ZIP64 extra fields and ZIP64
+/// end-of-central-directory records. Writer: deflate entries with correct CRC, sizes and
+/// central directory; ZIP64 records when an entry, an offset or the directory passes 4 GiB
+/// (or always, with ZipWriteOptions::force_zip64). Corrupt or truncated archives throw
+/// knmf::InputError naming the file and what is wrong. No encryption, no multi-disk archives.
+
+#include <cstdint>
+#include <fstream>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace knmf::io {
+
+/// One entry of a ZIP archive's central directory.
+struct ZipEntry {
+  std::string name;
+  std::uint16_t method = 0;  ///< 0 stored, 8 deflate
+  std::uint16_t flags = 0;   ///< general-purpose bit flags
+  std::uint32_t crc32 = 0;
+  std::uint64_t compressed_size = 0;
+  std::uint64_t uncompressed_size = 0;
+  std::uint64_t local_header_offset = 0;
+};
+
+/// Reads a ZIP archive from a file: the central directory on construction, entries on demand.
+/// One reader is not safe to use from several threads at once (reads share one stream).
+class ZipReader {
+public:
+  /// Open `path` and read its central directory (InputError if missing, truncated or corrupt).
+  explicit ZipReader(const std::string& path);
+
+  const std::string& path() const { return path_; }
+  const std::vector<ZipEntry>& entries() const { return entries_; }
+  /// The entry called `name`, or nullptr.
+  const ZipEntry* find(const std::string& name) const;
+  /// The uncompressed bytes of entry `name` (InputError if absent, corrupt or its CRC differs).
+  std::string read(const std::string& name);
+  /// The uncompressed bytes of `entry` (one of entries()).
+  std::string read(const ZipEntry& entry);
+
+private:
+  template <class... Args>
+  [[noreturn]] void fail(const Args&... args) const;
+  std::string read_at(std::uint64_t offset, std::uint64_t size, const char* what);
+
+  std::string path_;
+  std::ifstream in_;
+  std::uint64_t file_size_ = 0;
+  std::uint64_t directory_offset_ = 0;
+  std::vector<ZipEntry> entries_;
+};
+
+/// Options of ZipWriter.
+struct ZipWriteOptions {
+  /// zlib compression level (0-9; 6 is zlib's and Python's default).
+  int level = 6;
+  /// Write ZIP64 local/central extra fields and end records for every entry, as if the
+  /// archive passed 4 GiB (tests use it; numpy's readers accept either form).
+  bool force_zip64 = false;
+};
+
+/// Streams a ZIP archive of deflate entries to a sink (a file, a string, ...).
+class ZipWriter {
+public:
+  /// Receives the archive's bytes in order.
+  using Sink = std::function<void(const char* data, std::size_t size)>;
+
+  explicit ZipWriter(Sink sink, ZipWriteOptions options = {});
+
+  /// Compress `data` into a new entry called `name` (names must be unique).
+  void add(const std::string& name, std::string_view data);
+  /// Write the central directory and end records. No entry may be added afterwards.
+  void finish();
+
+private:
+  struct Written {
+    ZipEntry entry;
+    bool zip64 = false;
+  };
+  void emit(const std::string& bytes);
+
+  Sink sink_;
+  ZipWriteOptions options_;
+  std::uint64_t offset_ = 0;
+  std::uint16_t dos_time_ = 0, dos_date_ = 0;
+  std::vector<Written> written_;
+  bool finished_ = false;
+};
+
+}  // namespace knmf::io

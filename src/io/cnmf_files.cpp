@@ -1,0 +1,269 @@
+// cNMF run-directory helpers: paths, run parameters, job table, per-replicate spectra.
+#include "knmf/io/cnmf_files.hpp"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <limits>
+
+#include "knmf/core/error.hpp"
+#include "knmf/io/dataframe.hpp"
+
+namespace knmf::io {
+
+// ---- paths -----------------------------------------------------------------------------------
+
+std::string density_threshold_string(double threshold) {
+  std::string s = format_float_repr(threshold);
+  std::replace(s.begin(), s.end(), '.', '_');
+  return s;
+}
+
+CnmfPaths::CnmfPaths(std::string output_dir_, std::string name_)
+    : output_dir(std::move(output_dir_)), name(std::move(name_)) {}
+
+std::string CnmfPaths::run_dir() const { return (std::filesystem::path(output_dir) / name).string(); }
+std::string CnmfPaths::tmp_dir() const {
+  return (std::filesystem::path(output_dir) / name / "cnmf_tmp").string();
+}
+std::string CnmfPaths::in_run(const std::string& file) const {
+  return (std::filesystem::path(run_dir()) / (name + file)).string();
+}
+std::string CnmfPaths::in_tmp(const std::string& file) const {
+  return (std::filesystem::path(tmp_dir()) / (name + file)).string();
+}
+
+namespace {
+std::string k_dt(int k, double dt) {
+  return ".k_" + std::to_string(k) + ".dt_" + density_threshold_string(dt);
+}
+}  // namespace
+
+std::string CnmfPaths::normalized_counts() const { return in_tmp(".norm_counts.h5ad"); }
+std::string CnmfPaths::tpm() const { return in_tmp(".tpm.h5ad"); }
+std::string CnmfPaths::tpm_stats() const { return in_tmp(".tpm_stats.df.npz"); }
+std::string CnmfPaths::nmf_run_parameters() const { return in_tmp(".nmf_idvrun_params.yaml"); }
+std::string CnmfPaths::nmf_replicate_parameters() const { return in_tmp(".nmf_params.df.npz"); }
+std::string CnmfPaths::nmf_genes_list() const { return in_run(".overdispersed_genes.txt"); }
+std::string CnmfPaths::iter_spectra(int k, int iter) const {
+  return in_tmp(".spectra.k_" + std::to_string(k) + ".iter_" + std::to_string(iter) + ".df.npz");
+}
+std::string CnmfPaths::iter_usages(int k, int iter) const {
+  return in_tmp(".usages.k_" + std::to_string(k) + ".iter_" + std::to_string(iter) + ".df.npz");
+}
+std::string CnmfPaths::merged_spectra(int k) const {
+  return in_tmp(".spectra.k_" + std::to_string(k) + ".merged.df.npz");
+}
+std::string CnmfPaths::local_density_cache(int k) const {
+  return in_tmp(".local_density_cache.k_" + std::to_string(k) + ".merged.df.npz");
+}
+std::string CnmfPaths::consensus_spectra(int k, double dt) const {
+  return in_tmp(".spectra" + k_dt(k, dt) + ".consensus.df.npz");
+}
+std::string CnmfPaths::consensus_spectra_txt(int k, double dt) const {
+  return in_run(".spectra" + k_dt(k, dt) + ".consensus.txt");
+}
+std::string CnmfPaths::consensus_usages(int k, double dt) const {
+  return in_tmp(".usages" + k_dt(k, dt) + ".consensus.df.npz");
+}
+std::string CnmfPaths::consensus_usages_txt(int k, double dt) const {
+  return in_run(".usages" + k_dt(k, dt) + ".consensus.txt");
+}
+std::string CnmfPaths::consensus_stats(int k, double dt) const {
+  return in_tmp(".stats" + k_dt(k, dt) + ".df.npz");
+}
+std::string CnmfPaths::clustering_plot(int k, double dt) const {
+  return in_run(".clustering" + k_dt(k, dt) + ".png");
+}
+std::string CnmfPaths::gene_spectra_score(int k, double dt) const {
+  return in_tmp(".gene_spectra_score" + k_dt(k, dt) + ".df.npz");
+}
+std::string CnmfPaths::gene_spectra_score_txt(int k, double dt) const {
+  return in_run(".gene_spectra_score" + k_dt(k, dt) + ".txt");
+}
+std::string CnmfPaths::gene_spectra_tpm(int k, double dt) const {
+  return in_tmp(".gene_spectra_tpm" + k_dt(k, dt) + ".df.npz");
+}
+std::string CnmfPaths::gene_spectra_tpm_txt(int k, double dt) const {
+  return in_run(".gene_spectra_tpm" + k_dt(k, dt) + ".txt");
+}
+std::string CnmfPaths::starcat_spectra(int k, double dt) const {
+  return in_tmp(".starcat_spectra" + k_dt(k, dt) + ".df.npz");
+}
+std::string CnmfPaths::starcat_spectra_txt(int k, double dt) const {
+  return in_run(".starcat_spectra" + k_dt(k, dt) + ".txt");
+}
+std::string CnmfPaths::k_selection_plot() const { return in_run(".k_selection.png"); }
+std::string CnmfPaths::k_selection_stats() const { return in_run(".k_selection_stats.df.npz"); }
+
+// ---- NAME.nmf_idvrun_params.yaml -------------------------------------------------------------
+
+namespace {
+
+class ParamReader {
+public:
+  ParamReader(const YAML::Node& root, const std::string& path) : root_(root), path_(path) {}
+
+  YAML::Node scalar(const char* key) const {
+    const YAML::Node n = root_[key];
+    if (!n) input_error(path_, ": missing key '", key, "'");
+    if (!n.IsScalar()) input_error(path_, ": key '", key, "' must be a scalar value");
+    return n;
+  }
+  double number(const char* key, double lo, double hi) const {
+    const YAML::Node n = scalar(key);
+    double v = 0;
+    if (!YAML::convert<double>::decode(n, v) || !std::isfinite(v))
+      input_error(path_, ": key '", key, "' must be a number, got '", n.Scalar(), "'");
+    if (v < lo || v > hi) input_error(path_, ": key '", key, "' = ", v, " is outside [", lo, ", ", hi, "]");
+    return v;
+  }
+  int integer(const char* key, int lo) const {
+    const YAML::Node n = scalar(key);
+    int v = 0;
+    if (!YAML::convert<int>::decode(n, v))
+      input_error(path_, ": key '", key, "' must be an integer, got '", n.Scalar(), "'");
+    if (v < lo) input_error(path_, ": key '", key, "' = ", v, " must be at least ", lo);
+    return v;
+  }
+  std::string choice(const char* key, std::initializer_list<const char*> allowed) const {
+    const std::string v = scalar(key).Scalar();
+    for (const char* a : allowed)
+      if (v == a) return v;
+    std::string list;
+    for (const char* a : allowed) list += std::string(list.empty() ? "" : ", ") + a;
+    input_error(path_, ": key '", key, "' = '", v, "' is not one of: ", list);
+  }
+
+private:
+  const YAML::Node& root_;
+  const std::string& path_;
+};
+
+}  // namespace
+
+NmfRunParams read_nmf_run_params(const std::string& path) {
+  YAML::Node root;
+  try {
+    root = YAML::LoadFile(path);
+  } catch (const YAML::BadFile&) {
+    input_error(path, ": cannot open for reading");
+  } catch (const YAML::Exception& e) {
+    input_error(path, ": malformed YAML at line ", e.mark.line + 1, ": ", e.msg);
+  }
+  if (!root.IsMap()) input_error(path, ": expected a YAML mapping of NMF parameters");
+
+  static const char* const known[] = {"alpha_W", "alpha_H", "l1_ratio", "tol", "max_iter",
+                                      "beta_loss", "init", "solver"};
+  NmfRunParams p;
+  try {
+    for (const auto& kv : root) {
+      const std::string key = kv.first.as<std::string>();
+      if (std::find(std::begin(known), std::end(known), key) == std::end(known))
+        p.unknown_keys.push_back(key);
+    }
+    const ParamReader r(root, path);
+    const double inf = std::numeric_limits<double>::infinity();
+    p.alpha_W = r.number("alpha_W", 0.0, inf);
+    if (r.scalar("alpha_H").Scalar() == "same") {
+      p.alpha_H = p.alpha_W;
+      p.alpha_H_same = true;
+    } else {
+      p.alpha_H = r.number("alpha_H", 0.0, inf);
+    }
+    p.l1_ratio = r.number("l1_ratio", 0.0, 1.0);
+    p.tol = r.number("tol", 0.0, inf);
+    p.max_iter = r.integer("max_iter", 1);
+    p.beta_loss = r.choice("beta_loss", {"frobenius", "kullback-leibler", "itakura-saito"});
+    p.init = r.choice("init", {"random", "nndsvd", "nndsvda", "nndsvdar"});
+    p.solver = r.choice("solver", {"cd", "mu"});
+  } catch (const YAML::Exception& e) {
+    input_error(path, ": bad NMF parameters: ", e.msg);
+  }
+  return p;
+}
+
+// ---- NAME.nmf_params.df.npz ------------------------------------------------------------------
+
+std::vector<Job> read_cnmf_job_table(const std::string& path) {
+  const DataFrame df = read_df_npz(path);
+  auto column = [&](const char* name) {
+    const std::int64_t c = df.find_column(name);
+    if (c < 0) input_error(path, ": job table has no column '", name, "'");
+    return c;
+  };
+  const std::int64_t ck = column("n_components"), ci = column("iter"), cs = column("nmf_seed");
+  auto value = [&](std::int64_t r, std::int64_t c, const char* name) -> std::int64_t {
+    if (df.is_object()) {
+      const Cell& cell = df.cell(r, c);
+      if (const auto* i = std::get_if<std::int64_t>(&cell)) return *i;
+      input_error(path, ": row ", r, " column '", name, "' is '", cell_to_string(cell), "', not an integer");
+    }
+    const double x = df.at(r, c);
+    if (std::trunc(x) != x || std::fabs(x) > 9.0e15)
+      input_error(path, ": row ", r, " column '", name, "' is ", x, ", not an integer");
+    return static_cast<std::int64_t>(x);
+  };
+  std::vector<Job> jobs;
+  jobs.reserve(static_cast<std::size_t>(df.rows));
+  for (std::int64_t r = 0; r < df.rows; ++r) {
+    Job j;
+    const std::int64_t k = value(r, ck, "n_components");
+    const std::int64_t it = value(r, ci, "iter");
+    j.seed = value(r, cs, "nmf_seed");
+    if (k < 1 || k > std::numeric_limits<int>::max())
+      input_error(path, ": row ", r, " has n_components ", k);
+    if (it < 0 || it > std::numeric_limits<int>::max()) input_error(path, ": row ", r, " has iter ", it);
+    // scikit-learn's random_state must lie in [0, 2^32).
+    if (j.seed < 0 || j.seed > 0xFFFFFFFFll) input_error(path, ": row ", r, " has nmf_seed ", j.seed);
+    j.k = static_cast<int>(k);
+    j.iter = static_cast<int>(it);
+    j.index = r;
+    jobs.push_back(j);
+  }
+  return jobs;
+}
+
+// ---- spectra ---------------------------------------------------------------------------------
+
+MergedSpectraLabel parse_merged_spectra_label(const std::string& label, const std::string& what) {
+  auto bad = [&]() { input_error(what, ": row label '", label, "' is not of the form iter<r>_topic<t>"); };
+  auto number = [&](std::size_t& p, std::size_t end) {
+    if (p >= end || end - p > 9) bad();
+    int v = 0;
+    for (; p < end; ++p) {
+      if (label[p] < '0' || label[p] > '9') bad();
+      v = v * 10 + (label[p] - '0');
+    }
+    return v;
+  };
+  if (label.rfind("iter", 0) != 0) bad();
+  const std::size_t sep = label.find("_topic");
+  if (sep == std::string::npos) bad();
+  MergedSpectraLabel m;
+  std::size_t p = 4;
+  m.iter = number(p, sep);
+  p = sep + 6;
+  m.topic = number(p, label.size());
+  if (m.topic < 1) bad();
+  return m;
+}
+
+void write_cnmf_spectra(const std::string& path, const double* H_row_major, int k, std::int64_t g,
+                        const std::vector<std::string>& gene_names) {
+  if (k < 1 || g < 0) input_error(path, ": invalid spectra shape ", k, " x ", g);
+  if (static_cast<std::int64_t>(gene_names.size()) != g)
+    input_error(path, ": ", gene_names.size(), " gene names for ", g, " genes");
+  DataFrame df;
+  df.rows = k;
+  df.cols = g;
+  df.data.assign(H_row_major, H_row_major + static_cast<std::size_t>(k) * static_cast<std::size_t>(g));
+  df.index.reserve(static_cast<std::size_t>(k));
+  for (int t = 1; t <= k; ++t) df.index.emplace_back(std::int64_t{t});
+  df.columns.assign(gene_names.begin(), gene_names.end());
+  write_df_npz(path, df);
+}
+
+}  // namespace knmf::io

@@ -1,0 +1,219 @@
+// cNMF run-directory files: the real job table and run parameters of the pbmc-donor-a run,
+// path conventions, and per-replicate spectra that cNMF's Python steps can load.
+#include <gtest/gtest.h>
+
+#include "io_test_util.hpp"
+#include "knmf/io/cnmf_files.hpp"
+#include "knmf/io/dataframe.hpp"
+#include "knmf/random/random_state.hpp"
+
+namespace {
+
+using knmf::test::io_fixture;
+
+std::string prepared(const std::string& file) {
+  return (knmf::test::shared_dir() / "data/cnmf-pbmc-donor-a/prepare/pbmcA/cnmf_tmp" / file).string();
+}
+
+TEST(CnmfFiles, RealJobTableEqualsCnmfPrepare) {
+  KNMF_REQUIRE_SHARED("the cNMF job table");
+  const auto jobs = knmf::io::read_cnmf_job_table(prepared("pbmcA.nmf_params.df.npz"));
+  // cnmf prepare -k 5 6 7 8 --n-iter 20 --seed 14
+  const auto expected = knmf::cnmf_job_table({5, 6, 7, 8}, 20, 14);
+  ASSERT_EQ(jobs.size(), 80u);
+  ASSERT_EQ(expected.size(), 80u);
+  for (std::size_t i = 0; i < jobs.size(); ++i) {
+    SCOPED_TRACE("job " + std::to_string(i));
+    EXPECT_EQ(jobs[i].k, expected[i].k);
+    EXPECT_EQ(jobs[i].iter, expected[i].iter);
+    EXPECT_EQ(jobs[i].seed, expected[i].seed);
+    EXPECT_EQ(jobs[i].index, std::int64_t(i));
+  }
+  EXPECT_EQ(jobs.front().seed, 59886188);
+  EXPECT_EQ(jobs.back().k, 8);
+  EXPECT_EQ(jobs.back().iter, 19);
+
+  // The `completed` column is there too, all False.
+  const auto df = knmf::io::read_df_npz(prepared("pbmcA.nmf_params.df.npz"));
+  const auto c = df.find_column("completed");
+  ASSERT_GE(c, 0);
+  for (std::int64_t r = 0; r < df.rows; ++r) EXPECT_EQ(std::get<bool>(df.cell(r, c)), false);
+}
+
+TEST(CnmfFiles, JobTableFromAnIntegerFrameAndBadTables) {
+  knmf::test::TempDir dir("knmf-cnmf");
+  // Without the `completed` column pandas stores an int64 frame, columns in another order.
+  knmf::io::DataFrame df;
+  df.rows = 2;
+  df.cols = 3;
+  df.data_descr = "<i8";
+  df.data = {11, 7, 3, 12, 7, 4};
+  df.index = {knmf::io::Label{std::int64_t{0}}, knmf::io::Label{std::int64_t{1}}};
+  df.columns = {knmf::io::Label{"nmf_seed"}, knmf::io::Label{"n_components"}, knmf::io::Label{"iter"}};
+  const auto path = (dir / "jobs.df.npz").string();
+  knmf::io::write_df_npz(path, df);
+  const auto jobs = knmf::io::read_cnmf_job_table(path);
+  ASSERT_EQ(jobs.size(), 2u);
+  EXPECT_EQ(jobs[1].k, 7);
+  EXPECT_EQ(jobs[1].iter, 4);
+  EXPECT_EQ(jobs[1].seed, 12);
+
+  df.columns[0] = knmf::io::Label{"seed"};
+  knmf::io::write_df_npz(path, df);
+  KNMF_EXPECT_INPUT_ERROR(knmf::io::read_cnmf_job_table(path), path, "no column 'nmf_seed'");
+  df.columns[0] = knmf::io::Label{"nmf_seed"};
+  df.data[3] = -5;
+  knmf::io::write_df_npz(path, df);
+  KNMF_EXPECT_INPUT_ERROR(knmf::io::read_cnmf_job_table(path), path, "row 1 has nmf_seed -5");
+}
+
+TEST(CnmfFiles, RealRunParameters) {
+  KNMF_REQUIRE_SHARED("the cNMF run parameters");
+  const auto p = knmf::io::read_nmf_run_params(prepared("pbmcA.nmf_idvrun_params.yaml"));
+  EXPECT_EQ(p.solver, "cd");
+  EXPECT_EQ(p.tol, 1e-4);
+  EXPECT_EQ(p.max_iter, 1000);
+  EXPECT_EQ(p.beta_loss, "frobenius");
+  EXPECT_EQ(p.init, "random");
+  EXPECT_EQ(p.alpha_W, 0.0);
+  EXPECT_EQ(p.alpha_H, 0.0);
+  EXPECT_FALSE(p.alpha_H_same);
+  EXPECT_EQ(p.l1_ratio, 0.0);
+  EXPECT_TRUE(p.unknown_keys.empty());
+}
+
+TEST(CnmfFiles, RunParameterProblemsNameFileAndKey) {
+  const auto extra = knmf::io::read_nmf_run_params(io_fixture("params_ok_extra_key.yaml"));
+  EXPECT_EQ(extra.unknown_keys, (std::vector<std::string>{"random_state", "verbose"}));
+  EXPECT_EQ(extra.max_iter, 1000);
+
+  const auto same = knmf::io::read_nmf_run_params(io_fixture("params_alpha_same.yaml"));
+  EXPECT_TRUE(same.alpha_H_same);
+  EXPECT_EQ(same.alpha_H, 0.25);
+
+  const std::string missing = io_fixture("params_missing_tol.yaml");
+  KNMF_EXPECT_INPUT_ERROR(knmf::io::read_nmf_run_params(missing), missing, "missing key 'tol'");
+  const std::string bad_int = io_fixture("params_bad_max_iter.yaml");
+  KNMF_EXPECT_INPUT_ERROR(knmf::io::read_nmf_run_params(bad_int), bad_int, "'max_iter'", "lots");
+  const std::string bad_solver = io_fixture("params_bad_solver.yaml");
+  KNMF_EXPECT_INPUT_ERROR(knmf::io::read_nmf_run_params(bad_solver), bad_solver, "'solver'");
+  const std::string not_yaml = io_fixture("params_not_yaml.yaml");
+  KNMF_EXPECT_INPUT_ERROR(knmf::io::read_nmf_run_params(not_yaml), not_yaml, "malformed YAML");
+  KNMF_EXPECT_INPUT_ERROR(knmf::io::read_nmf_run_params("/nonexistent/p.yaml"), "/nonexistent/p.yaml");
+}
+
+TEST(CnmfFiles, PathsFollowCnmf) {
+  const knmf::io::CnmfPaths p("/out", "pbmcA");
+  EXPECT_EQ(p.run_dir(), "/out/pbmcA");
+  EXPECT_EQ(p.normalized_counts(), "/out/pbmcA/cnmf_tmp/pbmcA.norm_counts.h5ad");
+  EXPECT_EQ(p.tpm(), "/out/pbmcA/cnmf_tmp/pbmcA.tpm.h5ad");
+  EXPECT_EQ(p.tpm_stats(), "/out/pbmcA/cnmf_tmp/pbmcA.tpm_stats.df.npz");
+  EXPECT_EQ(p.nmf_run_parameters(), "/out/pbmcA/cnmf_tmp/pbmcA.nmf_idvrun_params.yaml");
+  EXPECT_EQ(p.nmf_replicate_parameters(), "/out/pbmcA/cnmf_tmp/pbmcA.nmf_params.df.npz");
+  EXPECT_EQ(p.nmf_genes_list(), "/out/pbmcA/pbmcA.overdispersed_genes.txt");
+  EXPECT_EQ(p.iter_spectra(7, 12), "/out/pbmcA/cnmf_tmp/pbmcA.spectra.k_7.iter_12.df.npz");
+  EXPECT_EQ(p.iter_usages(7, 12), "/out/pbmcA/cnmf_tmp/pbmcA.usages.k_7.iter_12.df.npz");
+  EXPECT_EQ(p.merged_spectra(5), "/out/pbmcA/cnmf_tmp/pbmcA.spectra.k_5.merged.df.npz");
+  EXPECT_EQ(p.local_density_cache(7), "/out/pbmcA/cnmf_tmp/pbmcA.local_density_cache.k_7.merged.df.npz");
+  EXPECT_EQ(p.consensus_spectra(7, 0.5), "/out/pbmcA/cnmf_tmp/pbmcA.spectra.k_7.dt_0_5.consensus.df.npz");
+  EXPECT_EQ(p.consensus_spectra_txt(7, 0.5), "/out/pbmcA/pbmcA.spectra.k_7.dt_0_5.consensus.txt");
+  EXPECT_EQ(p.consensus_usages(7, 0.5), "/out/pbmcA/cnmf_tmp/pbmcA.usages.k_7.dt_0_5.consensus.df.npz");
+  EXPECT_EQ(p.consensus_usages_txt(7, 0.01), "/out/pbmcA/pbmcA.usages.k_7.dt_0_01.consensus.txt");
+  EXPECT_EQ(p.consensus_stats(7, 2.0), "/out/pbmcA/cnmf_tmp/pbmcA.stats.k_7.dt_2_0.df.npz");
+  EXPECT_EQ(p.clustering_plot(7, 0.5), "/out/pbmcA/pbmcA.clustering.k_7.dt_0_5.png");
+  EXPECT_EQ(p.gene_spectra_score(7, 0.5), "/out/pbmcA/cnmf_tmp/pbmcA.gene_spectra_score.k_7.dt_0_5.df.npz");
+  EXPECT_EQ(p.gene_spectra_score_txt(7, 0.5), "/out/pbmcA/pbmcA.gene_spectra_score.k_7.dt_0_5.txt");
+  EXPECT_EQ(p.gene_spectra_tpm(7, 0.5), "/out/pbmcA/cnmf_tmp/pbmcA.gene_spectra_tpm.k_7.dt_0_5.df.npz");
+  EXPECT_EQ(p.gene_spectra_tpm_txt(7, 0.5), "/out/pbmcA/pbmcA.gene_spectra_tpm.k_7.dt_0_5.txt");
+  EXPECT_EQ(p.starcat_spectra(7, 0.5), "/out/pbmcA/cnmf_tmp/pbmcA.starcat_spectra.k_7.dt_0_5.df.npz");
+  EXPECT_EQ(p.starcat_spectra_txt(7, 0.5), "/out/pbmcA/pbmcA.starcat_spectra.k_7.dt_0_5.txt");
+  EXPECT_EQ(p.k_selection_plot(), "/out/pbmcA/pbmcA.k_selection.png");
+  EXPECT_EQ(p.k_selection_stats(), "/out/pbmcA/pbmcA.k_selection_stats.df.npz");
+  EXPECT_EQ(knmf::io::density_threshold_string(0.1), "0_1");
+}
+
+TEST(CnmfFiles, ReferenceFilesSitWhereThePathsSay) {
+  KNMF_REQUIRE_SHARED("the cNMF reference run");
+  const auto base = knmf::test::shared_dir() / "data/cnmf-pbmc-donor-a";
+  const knmf::io::CnmfPaths prep((base / "prepare").string(), "pbmcA");
+  const knmf::io::CnmfPaths ref((base / "reference").string(), "pbmcA");
+  for (const auto& f : {prep.normalized_counts(), prep.tpm(), prep.tpm_stats(), prep.nmf_run_parameters(),
+                        prep.nmf_replicate_parameters(), prep.nmf_genes_list(), ref.merged_spectra(5),
+                        ref.merged_spectra(8), ref.local_density_cache(7), ref.consensus_spectra(7, 0.5),
+                        ref.consensus_usages(7, 0.5), ref.gene_spectra_score(7, 0.5),
+                        ref.gene_spectra_tpm(7, 0.5), ref.starcat_spectra(7, 0.5), ref.k_selection_plot(),
+                        ref.k_selection_stats()})
+    EXPECT_TRUE(std::filesystem::exists(f)) << f;
+}
+
+TEST(CnmfFiles, MergedSpectraLabels) {
+  const auto m = knmf::io::parse_merged_spectra_label("iter19_topic7", "t");
+  EXPECT_EQ(m.iter, 19);
+  EXPECT_EQ(m.topic, 7);
+  for (const char* bad : {"iter_topic1", "iter1_topic0", "iter1_topicx", "GEP1", "iter1-topic2", "iter1_topic"})
+    KNMF_EXPECT_INPUT_ERROR(knmf::io::parse_merged_spectra_label(bad, "t.npz"), "t.npz", bad);
+}
+
+std::vector<double> spectra_values(int k, int g) {
+  std::vector<double> h(static_cast<std::size_t>(k) * g);
+  for (std::size_t i = 0; i < h.size(); ++i) h[i] = (i % 11 == 0) ? 0.0 : 1.0 / (1.0 + double(i));
+  return h;
+}
+
+TEST(CnmfFiles, WrittenSpectraReadBackExactly) {
+  knmf::test::TempDir dir("knmf-cnmf");
+  const knmf::io::CnmfPaths paths(dir.path().string(), "run");
+  std::filesystem::create_directories(paths.tmp_dir());
+  const int k = 3, g = 5;
+  const auto h = spectra_values(k, g);
+  const std::vector<std::string> genes = {"TTLL10", "AL627309.1", "MT-CO1", "HLA-DRB1", "G\xc3\xa9ne"};
+  const auto path = paths.iter_spectra(k, 4);
+  knmf::io::write_cnmf_spectra(path, h.data(), k, g, genes);
+  const auto df = knmf::io::read_df_npz(path);
+  EXPECT_EQ(df.rows, k);
+  EXPECT_EQ(df.cols, g);
+  EXPECT_EQ(df.data, h);
+  for (int t = 0; t < k; ++t) EXPECT_EQ(std::get<std::int64_t>(df.index[t]), t + 1);
+  for (int j = 0; j < g; ++j) EXPECT_EQ(std::get<std::string>(df.columns[j]), genes[j]);
+  KNMF_EXPECT_INPUT_ERROR(knmf::io::write_cnmf_spectra(path, h.data(), k, 4, genes), path, "5 gene names for 4 genes");
+}
+
+TEST(CnmfFiles, CnmfCombineCanLoadOurSpectra) {
+  if (!knmf::test::python_with_pandas()) GTEST_SKIP() << "/usr/bin/python3 with numpy/pandas missing";
+  knmf::test::TempDir dir("knmf-cnmf");
+  const knmf::io::CnmfPaths paths(dir.path().string(), "run");
+  std::filesystem::create_directories(paths.tmp_dir());
+  const int k = 4, g = 6;
+  const auto h = spectra_values(k, g);
+  const std::vector<std::string> genes = {"A", "BB", "C-1", "D.2", "E_3", "F\xc3\xa9"};
+  for (int r = 0; r < 2; ++r) knmf::io::write_cnmf_spectra(paths.iter_spectra(k, r), h.data(), k, g, genes);
+  // What `cnmf combine` does with the per-replicate files (load_df_from_npz + relabel + concat),
+  // also without pickles.
+  const std::string script = R"(
+import sys
+import numpy as np, pandas as pd
+k, g = int(sys.argv[2]), int(sys.argv[3])
+combined = []
+for r in range(2):
+    fn = sys.argv[1] % (k, r)
+    with np.load(fn, allow_pickle=True) as f:
+        spectra = pd.DataFrame(**f)
+    with np.load(fn, allow_pickle=False) as f:
+        strict = pd.DataFrame(**f)
+    assert spectra.equals(strict)
+    assert spectra.shape == (k, g), spectra.shape
+    assert list(spectra.index) == list(range(1, k + 1)), list(spectra.index)
+    assert spectra.index.dtype == np.int64
+    assert list(spectra.columns) == ['A', 'BB', 'C-1', 'D.2', 'E_3', 'F\u00e9'], list(spectra.columns)
+    assert spectra.values.dtype == np.float64
+    spectra.index = ['iter%d_topic%d' % (r, i + 1) for i in range(k)]
+    combined.append(spectra)
+merged = pd.concat(combined, axis=0)
+assert merged.shape == (2 * k, g)
+assert merged.values[1, 1] == 1.0 / (1.0 + 7.0)
+)";
+  const std::string pattern = (std::filesystem::path(paths.tmp_dir()) / "run.spectra.k_%d.iter_%d.df.npz").string();
+  EXPECT_EQ(knmf::test::run_python(dir.path(), script, pattern + " " + std::to_string(k) + " " + std::to_string(g)), 0);
+}
+
+}  // namespace

@@ -1,0 +1,326 @@
+// H5adReader against the committed fixtures (tests/data/h5ad, made by
+// tests/scripts/make_h5ad_fixtures.py) and the real matrices under ../shared/data.
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "test_h5ad_support.hpp"
+
+namespace {
+
+using knmf::InputError;
+using knmf::io::CsrBlock;
+using knmf::io::H5adReader;
+using knmf::io::H5adReadOptions;
+using knmf::io::StorageFormat;
+using knmf::test::h5ad_fixture;
+using knmf::test::read_csr_in_blocks;
+using knmf::test::read_dense_all;
+using knmf::test::to_dense;
+
+const nlohmann::json& golden() {
+  static const nlohmann::json g = knmf::test::load_json("h5ad/golden.json");
+  return g;
+}
+
+std::vector<double> flatten(const nlohmann::json& m) {
+  std::vector<double> v;
+  for (const auto& row : m)
+    for (const auto& x : row) v.push_back(x.get<double>());
+  return v;
+}
+
+// ---- valid fixtures ----------------------------------------------------------------------
+
+const std::vector<std::string> kValid = {
+    "dense_f32.h5ad", "dense_f64.h5ad",     "dense_i64.h5ad",        "csr_f32.h5ad",
+    "csr_f64.h5ad",   "csr_int32_values.h5ad", "csc_f32.h5ad",       "csr_i64_index.h5ad",
+    "fixed_strings.h5ad", "named_index.h5ad", "legacy_compound.h5ad"};
+
+TEST(H5adFixtures, GoldenListsEveryValidFixture) {
+  EXPECT_EQ(golden()["fixtures"].size(), kValid.size());
+  for (const auto& name : kValid) EXPECT_TRUE(golden()["fixtures"].contains(name)) << name;
+}
+
+class ValidFixture : public ::testing::TestWithParam<std::string> {
+protected:
+  const nlohmann::json& g() const { return golden()["fixtures"][GetParam()]; }
+  std::filesystem::path path() const { return h5ad_fixture(GetParam()); }
+};
+
+TEST_P(ValidFixture, Info) {
+  const auto r = H5adReader::open(path());
+  const auto& i = r.info();
+  EXPECT_EQ(i.n_obs, g()["shape"][0].get<std::int64_t>());
+  EXPECT_EQ(i.n_vars, g()["shape"][1].get<std::int64_t>());
+  EXPECT_EQ(knmf::io::to_string(i.format), g()["format"].get<std::string>());
+  EXPECT_EQ(knmf::io::to_string(i.value_type), g()["value_type"].get<std::string>());
+  EXPECT_EQ(i.nnz, g()["stored_nnz"].get<std::int64_t>());
+  if (g()["index_type"].is_null()) {
+    EXPECT_FALSE(i.index_type.has_value());
+    EXPECT_FALSE(i.indptr_type.has_value());
+  } else {
+    ASSERT_TRUE(i.index_type && i.indptr_type);
+    EXPECT_EQ(knmf::io::to_string(*i.index_type), g()["index_type"].get<std::string>());
+    EXPECT_EQ(knmf::io::to_string(*i.indptr_type), g()["indptr_type"].get<std::string>());
+  }
+  EXPECT_EQ(r.path(), path());
+}
+
+TEST_P(ValidFixture, Names) {
+  const auto r = H5adReader::open(path());
+  EXPECT_EQ(r.var_names(), g()["var_names"].get<std::vector<std::string>>());
+  EXPECT_EQ(r.obs_names(), g()["obs_names"].get<std::vector<std::string>>());
+}
+
+TEST_P(ValidFixture, DenseRowsExact) {
+  const auto expect = flatten(g()["matrix"]);
+  for (std::size_t chunk : {std::size_t{1}, std::size_t{12}, std::size_t{64} << 20}) {
+    H5adReadOptions o;
+    o.chunk_bytes = chunk;
+    const auto r = H5adReader::open(path(), o);
+    EXPECT_EQ(read_dense_all(r), expect) << "chunk_bytes " << chunk;
+    // float destination, and row blocks of 4 (the last one short)
+    const std::int64_t n = r.info().n_obs, gcols = r.info().n_vars;
+    std::vector<float> f(static_cast<std::size_t>(n * gcols), -1.0f);
+    for (std::int64_t r0 = 0; r0 < n; r0 += 4)
+      r.read_dense_rows(r0, std::min(n, r0 + 4), f.data() + r0 * gcols);
+    EXPECT_EQ(std::vector<double>(f.begin(), f.end()), expect) << "chunk_bytes " << chunk;
+  }
+}
+
+TEST_P(ValidFixture, CsrBlocksExactInEveryBlockSize) {
+  const auto expect = flatten(g()["matrix"]);
+  const auto nonzeros = std::count_if(expect.begin(), expect.end(), [](double v) { return v != 0; });
+  for (std::size_t chunk : {std::size_t{1}, std::size_t{20}, std::size_t{64} << 20}) {
+    H5adReadOptions o;
+    o.chunk_bytes = chunk;
+    const auto r = H5adReader::open(path(), o);
+    const auto ref = read_csr_in_blocks<double>(r, r.info().n_obs);
+    EXPECT_EQ(to_dense(ref), expect);
+    EXPECT_EQ(ref.nnz(), nonzeros);  // the fixtures hold no explicit zeros; dense zeros dropped
+    for (std::int64_t i = 0; i < ref.rows(); ++i)
+      EXPECT_TRUE(std::is_sorted(ref.cols.begin() + ref.row_offsets[static_cast<std::size_t>(i)],
+                                 ref.cols.begin() + ref.row_offsets[static_cast<std::size_t>(i + 1)]));
+    for (std::int64_t rows : {1, 2, 4}) {
+      knmf::test::expect_same_csr(read_csr_in_blocks<double>(r, rows), ref);
+      knmf::test::expect_same_csr(read_csr_in_blocks<float>(r, rows), ref);
+    }
+  }
+}
+
+TEST_P(ValidFixture, RowNnzAndEmptyRanges) {
+  const auto r = H5adReader::open(path());
+  const auto expect = flatten(g()["matrix"]);
+  const std::int64_t n = r.info().n_obs, gcols = r.info().n_vars;
+  const auto counts = r.row_nnz(0, n);
+  ASSERT_EQ(static_cast<std::int64_t>(counts.size()), n);
+  for (std::int64_t i = 0; i < n; ++i)
+    EXPECT_EQ(counts[static_cast<std::size_t>(i)],
+              std::count_if(expect.begin() + i * gcols, expect.begin() + (i + 1) * gcols, [](double v) { return v != 0; }));
+  EXPECT_EQ(r.row_nnz(2, 4), std::vector<std::int64_t>(counts.begin() + 2, counts.begin() + 4));
+  EXPECT_TRUE(r.row_nnz(3, 3).empty());
+  CsrBlock<double> b;
+  r.read_csr_rows(5, 5, b);
+  EXPECT_EQ(b.rows(), 0);
+  EXPECT_EQ(b.nnz(), 0);
+  EXPECT_EQ(b.row_offsets, std::vector<std::int64_t>{0});
+  EXPECT_THROW(r.read_csr_rows(0, n + 1, b), std::out_of_range);
+  EXPECT_THROW(r.row_nnz(-1, 2), std::out_of_range);
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, ValidFixture, ::testing::ValuesIn(kValid),
+                         [](const auto& info) {
+                           std::string s = info.param.substr(0, info.param.find('.'));
+                           std::replace(s.begin(), s.end(), '-', '_');
+                           return s;
+                         });
+
+TEST(H5adReader, SplitRowsByNnz) {
+  using knmf::io::split_rows_by_nnz;
+  EXPECT_EQ(split_rows_by_nnz({3, 1, 0, 2, 3, 2}, 4), (std::vector<std::int64_t>{0, 3, 4, 5, 6}));
+  EXPECT_EQ(split_rows_by_nnz({3, 1, 0, 2, 3, 2}, 100), (std::vector<std::int64_t>{0, 6}));
+  EXPECT_EQ(split_rows_by_nnz({9, 1}, 4), (std::vector<std::int64_t>{0, 1, 2}));  // an oversized row alone
+  EXPECT_EQ(split_rows_by_nnz({}, 4), (std::vector<std::int64_t>{0}));
+}
+
+TEST(H5adReader, MovedReaderKeepsWorking) {
+  auto a = H5adReader::open(h5ad_fixture("csr_f32.h5ad"));
+  H5adReader b = std::move(a);
+  EXPECT_EQ(b.info().n_obs, 6);
+  EXPECT_EQ(b.row_nnz(0, 6).size(), 6u);
+}
+
+// ---- malformed fixtures --------------------------------------------------------------------
+
+/// Open the file and use every entry point; return the message of the first InputError.
+std::string first_error(const std::filesystem::path& p) {
+  try {
+    H5adReadOptions o;
+    o.chunk_bytes = 16;  // many small hyperslabs
+    const auto r = H5adReader::open(p, o);
+    CsrBlock<float> b;
+    for (std::int64_t r0 = 0; r0 < r.info().n_obs; ++r0) r.read_csr_rows(r0, r0 + 1, b);
+    read_dense_all(r);
+    r.row_nnz(0, r.info().n_obs);
+    r.var_names();
+    r.obs_names();
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return {};
+}
+
+class MalformedFixture : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(MalformedFixture, OneLineMessageNamingFileAndProblem) {
+  const auto path = h5ad_fixture(GetParam());
+  const std::string msg = first_error(path);
+  ASSERT_FALSE(msg.empty()) << GetParam() << " was accepted";
+  EXPECT_EQ(msg.rfind(path.string() + ": ", 0), 0u) << msg;
+  EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+  for (const auto& part : golden()["malformed"][GetParam()])
+    EXPECT_NE(msg.find(part.get<std::string>()), std::string::npos) << "'" << part << "' not in: " << msg;
+}
+
+std::vector<std::string> malformed_names() {
+  std::vector<std::string> v;
+  for (const auto& [k, _] : golden()["malformed"].items()) v.push_back(k);
+  return v;
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, MalformedFixture, ::testing::ValuesIn(malformed_names()),
+                         [](const auto& info) { return info.param.substr(0, info.param.find('.')); });
+
+TEST(H5adReader, MalformedSetIsComplete) {
+  for (const char* name : {"bad_truncated.h5ad", "bad_corrupt_chunk.h5ad", "bad_no_x.h5ad",
+                           "bad_indptr_not_monotone.h5ad", "bad_index_out_of_range.h5ad",
+                           "bad_shape_mismatch.h5ad", "bad_nan_value.h5ad", "bad_negative_value.h5ad",
+                           "bad_not_anndata.h5ad", "bad_not_hdf5.h5ad", "bad_dense_inf.h5ad"})
+    EXPECT_TRUE(golden()["malformed"].contains(name)) << name;
+}
+
+/// Value errors surface on every read path, each naming the same position.
+TEST(H5adReader, BadValuesCaughtOnEveryPath) {
+  for (const char* name : {"bad_nan_value.h5ad", "bad_negative_value.h5ad", "bad_index_out_of_range.h5ad"}) {
+    const auto r = H5adReader::open(h5ad_fixture(name));
+    const auto parts = golden()["malformed"][name];
+    auto check = [&](auto&& f, const char* path) {
+      try {
+        f();
+        ADD_FAILURE() << name << " accepted by " << path;
+      } catch (const InputError& e) {
+        for (const auto& part : parts)
+          EXPECT_NE(std::string(e.what()).find(part.get<std::string>()), std::string::npos) << path << ": " << e.what();
+      }
+    };
+    CsrBlock<double> b;
+    std::vector<float> d(30);
+    check([&] { r.read_csr_rows(0, 6, b); }, "csr");
+    check([&] { r.read_csr_rows(3, 5, b); }, "csr rows 3..5");
+    check([&] { r.read_dense_rows(0, 6, d.data()); }, "dense");
+    // rows without the bad entry read fine
+    r.read_csr_rows(0, 3, b);
+    r.read_csr_rows(5, 6, b);
+  }
+}
+
+TEST(H5adReader, MissingFile) {
+  const auto p = h5ad_fixture("does_not_exist.h5ad");
+  try {
+    H5adReader::open(p);
+    FAIL() << "opened a missing file";
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()), p.string() + ": cannot open: no such file");
+  }
+}
+
+// ---- real matrices -------------------------------------------------------------------------
+
+class RealFile : public ::testing::TestWithParam<std::string> {
+protected:
+  const nlohmann::json& g() const { return golden()["real"][GetParam()]; }
+  std::filesystem::path path() const {
+    return knmf::test::shared_dir() / g()["path"].get<std::string>();
+  }
+};
+
+TEST_P(RealFile, InfoAndNames) {
+  KNMF_REQUIRE_SHARED("h5ad golden values of " + GetParam());
+  const auto r = H5adReader::open(path());
+  const auto& i = r.info();
+  EXPECT_EQ(i.format, StorageFormat::Csr);
+  EXPECT_EQ(i.n_obs, g()["n_obs"].get<std::int64_t>());
+  EXPECT_EQ(i.n_vars, g()["n_vars"].get<std::int64_t>());
+  EXPECT_EQ(i.nnz, g()["nnz"].get<std::int64_t>());
+  EXPECT_EQ(knmf::io::to_string(i.value_type), g()["value_type"].get<std::string>());
+  EXPECT_EQ(knmf::io::to_string(*i.index_type), g()["index_type"].get<std::string>());
+  EXPECT_EQ(knmf::io::to_string(*i.indptr_type), g()["indptr_type"].get<std::string>());
+  const auto var = r.var_names(), obs = r.obs_names();
+  ASSERT_EQ(static_cast<std::int64_t>(var.size()), i.n_vars);
+  ASSERT_EQ(static_cast<std::int64_t>(obs.size()), i.n_obs);
+  EXPECT_EQ(std::vector<std::string>(var.begin(), var.begin() + 5), g()["var_first"].get<std::vector<std::string>>());
+  EXPECT_EQ(std::vector<std::string>(var.end() - 5, var.end()), g()["var_last"].get<std::vector<std::string>>());
+  EXPECT_EQ(std::vector<std::string>(obs.begin(), obs.begin() + 3), g()["obs_first"].get<std::vector<std::string>>());
+  EXPECT_EQ(std::vector<std::string>(obs.end() - 3, obs.end()), g()["obs_last"].get<std::vector<std::string>>());
+  const auto counts = r.row_nnz(0, i.n_obs);
+  EXPECT_EQ(std::accumulate(counts.begin(), counts.end(), std::int64_t{0}), i.nnz);
+  for (const auto& [row, n] : g()["row_nnz"].items())
+    EXPECT_EQ(counts[std::stoul(row)], n.get<std::int64_t>()) << "row " << row;
+}
+
+TEST_P(RealFile, SumsInEveryBlockSize) {
+  KNMF_REQUIRE_SHARED("h5ad golden values of " + GetParam());
+  const auto r = H5adReader::open(path());
+  const auto all = read_csr_in_blocks<double>(r, r.info().n_obs);
+  // Row and total sums against golden (exact for counts; float64 data summed in another order).
+  const double tol = 1e-12;
+  for (const auto& [row, s] : g()["row_sums"].items()) {
+    const auto i = std::stoul(row);
+    const double sum = std::accumulate(all.values.begin() + all.row_offsets[i], all.values.begin() + all.row_offsets[i + 1], 0.0);
+    EXPECT_LE(knmf::test::rel_diff(sum, s.get<double>(), 1.0), tol) << "row " << row;
+  }
+  const double total = std::accumulate(all.values.begin(), all.values.end(), 0.0);
+  EXPECT_LE(knmf::test::rel_diff(total, g()["total_sum"].get<double>()), tol);
+  EXPECT_EQ(*std::max_element(all.values.begin(), all.values.end()), g()["max"].get<double>());
+  // Identical results in blocks of 1 and 7 rows, in float, and through small hyperslab chunks.
+  knmf::test::expect_same_csr(read_csr_in_blocks<double>(r, 1), all);
+  knmf::test::expect_same_csr(read_csr_in_blocks<float>(r, 7), read_csr_in_blocks<float>(r, r.info().n_obs));
+  H5adReadOptions small;
+  small.chunk_bytes = 4096;
+  knmf::test::expect_same_csr(read_csr_in_blocks<double>(H5adReader::open(path(), small), 7), all);
+}
+
+TEST_P(RealFile, CsrAsDenseAgrees) {
+  KNMF_REQUIRE_SHARED("h5ad golden values of " + GetParam());
+  const auto r = H5adReader::open(path());
+  const std::int64_t n = r.info().n_obs, gcols = r.info().n_vars;
+  CsrBlock<double> b;
+  std::vector<double> dense(static_cast<std::size_t>(7 * gcols));
+  std::vector<double> col_sums(static_cast<std::size_t>(gcols), 0.0);
+  std::int64_t mismatches = 0;
+  for (std::int64_t r0 = 0; r0 < n; r0 += 7) {
+    const std::int64_t r1 = std::min(n, r0 + 7);
+    r.read_dense_rows(r0, r1, dense.data());
+    r.read_csr_rows(r0, r1, b);
+    const auto scattered = to_dense(b);
+    for (std::size_t k = 0; k < scattered.size(); ++k) mismatches += scattered[k] != dense[k];
+    for (std::int64_t i = 0; i < r1 - r0; ++i)
+      for (std::int64_t c = 0; c < gcols; ++c) col_sums[static_cast<std::size_t>(c)] += dense[static_cast<std::size_t>(i * gcols + c)];
+  }
+  EXPECT_EQ(mismatches, 0);
+  for (const auto& [col, s] : g()["col_sums"].items())
+    EXPECT_LE(knmf::test::rel_diff(col_sums[std::stoul(col)], s.get<double>(), 1.0), 1e-12) << "column " << col;
+}
+
+INSTANTIATE_TEST_SUITE_P(Shared, RealFile,
+                         ::testing::Values("pbmc1k-v3-chr21", "mouse-brain-e18-10k", "pbmcA.norm_counts"),
+                         [](const auto& info) {
+                           std::string s = info.param;
+                           for (char& c : s)
+                             if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+                           return s;
+                         });
+
+}  // namespace
