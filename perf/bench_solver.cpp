@@ -21,8 +21,14 @@ using namespace knmf;
 constexpr size_type kGenes = 2000;
 
 template <class T>
-const DenseMatrix<T>& cached_matrix(size_type n) {
+std::map<size_type, std::unique_ptr<DenseMatrix<T>>>& matrix_cache() {
   static std::map<size_type, std::unique_ptr<DenseMatrix<T>>> cache;
+  return cache;
+}
+
+template <class T>
+const DenseMatrix<T>& cached_matrix(size_type n) {
+  auto& cache = matrix_cache<T>();
   auto& p = cache[n];
   if (!p) {
     cache.clear();  // keep one X in memory at a time
@@ -123,5 +129,7 @@ int main(int argc, char** argv) {
   benchmark::AddCustomContext("knmf", knmf::bench::context_line());
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
+  matrix_cache<float>().clear();  // Views must die before Kokkos::finalize
+  matrix_cache<double>().clear();
   return 0;
 }

@@ -8,8 +8,19 @@
 namespace knmf {
 
 namespace {
+/// Compensated (Neumaier) summation: the sums of X are exact to about one rounding, so that
+/// X.mean() (scikit-learn's init scale) and ||X||^2 (the error identity) do not drift with n.
+KOKKOS_INLINE_FUNCTION void neumaier_add(double& sum, double& comp, double v) {
+  const double t = sum + v;
+  if (compat::fabs(sum) >= compat::fabs(v))
+    comp += (sum - t) + v;
+  else
+    comp += (v - t) + sum;
+  sum = t;
+}
+
 struct ChunkStats {
-  double sum, norm2, min_value;
+  double sum, sum_c, norm2, norm2_c, min_value;
   size_type min_pos, nonfinite, first_nonfinite_pos;
   double first_nonfinite_value;
 };
@@ -30,7 +41,7 @@ ValueStats value_stats(const ExecSpace& space, const T* data, size_type count, s
       KOKKOS_LAMBDA(const size_type c) {
         const size_type b = c * chunk;
         const size_type e = (b + chunk < count) ? b + chunk : count;
-        ChunkStats s{0.0, 0.0, 0.0, -1, 0, -1, 0.0};
+        ChunkStats s{0.0, 0.0, 0.0, 0.0, 0.0, -1, 0, -1, 0.0};
         for (size_type i = b; i < e; ++i) {
           const double v = static_cast<double>(data[i]);
           if (!compat::isfinite(v)) {
@@ -41,8 +52,8 @@ ValueStats value_stats(const ExecSpace& space, const T* data, size_type count, s
             ++s.nonfinite;
             continue;
           }
-          s.sum += v;
-          s.norm2 += v * v;
+          neumaier_add(s.sum, s.sum_c, v);
+          neumaier_add(s.norm2, s.norm2_c, v * v);
           if (s.min_pos < 0 || v < s.min_value) {
             s.min_value = v;
             s.min_pos = i;
@@ -51,10 +62,13 @@ ValueStats value_stats(const ExecSpace& space, const T* data, size_type count, s
         partial(c) = s;
       });
   auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), partial);
+  double sum_c = 0.0, norm2_c = 0.0;
   for (size_type c = 0; c < nchunks; ++c) {
     const auto& s = h(c);
-    out.sum += s.sum;
-    out.norm2 += s.norm2;
+    neumaier_add(out.sum, sum_c, s.sum);
+    sum_c += s.sum_c;
+    neumaier_add(out.norm2, norm2_c, s.norm2);
+    norm2_c += s.norm2_c;
     if (s.min_pos >= 0 && (out.min_pos < 0 || s.min_value < out.min_value)) {
       out.min_value = s.min_value;
       out.min_pos = s.min_pos;
@@ -65,6 +79,8 @@ ValueStats value_stats(const ExecSpace& space, const T* data, size_type count, s
     }
     out.nonfinite += s.nonfinite;
   }
+  out.sum += sum_c;
+  out.norm2 += norm2_c;
   return out;
 }
 

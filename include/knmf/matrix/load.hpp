@@ -1,0 +1,22 @@
+#pragma once
+/// \file
+/// Fill a device matrix from an AnnData file, one row block at a time: host memory never
+/// holds more than one block beyond X's final home.
+
+#include <cstddef>
+
+#include "knmf/io/h5ad.hpp"
+#include "knmf/matrix/dense_matrix.hpp"
+
+namespace knmf {
+
+/// Default size of one host staging block.
+inline constexpr std::size_t default_load_block_bytes = std::size_t(64) << 20;
+
+/// X of `reader` (any storage format on disk) as a dense device matrix of T, validated
+/// (finite, non-negative, not empty) with the file name in every message.
+template <class T>
+DenseMatrix<T> load_dense(const ExecSpace& space, const io::H5adReader& reader,
+                          std::size_t block_bytes = default_load_block_bytes);
+
+}  // namespace knmf
