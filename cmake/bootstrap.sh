@@ -138,6 +138,7 @@ if [[ $variant == cuda ]]; then
   log "applying $patch_file (CUDA 13 fixes)"
   patch -d "$srcroot/kokkos" -p1 < "$patch_file" >&2
   export PATH=/usr/local/cuda/bin:$PATH
+  command -v nvcc >/dev/null || { log "--cuda needs nvcc (looked in PATH and /usr/local/cuda/bin)"; exit 1; }
   cxx=(-DCMAKE_CXX_COMPILER="$srcroot/kokkos/bin/nvcc_wrapper")
 fi
 
@@ -146,6 +147,7 @@ cmake -G Ninja -S "$srcroot/kokkos" -B "$work/build-kokkos" -DCMAKE_INSTALL_PREF
   "${cxx[@]}" "${kokkos_opts[@]}" >&2
 cmake --build "$work/build-kokkos" -j "$jobs" >&2
 cmake --install "$work/build-kokkos" >&2
+t1=$(date +%s); log "Kokkos built in $((t1 - t0)) s"
 if [[ $variant == cuda ]]; then cxx=(-DCMAKE_CXX_COMPILER="$prefix/bin/nvcc_wrapper"); fi
 
 log "building KokkosKernels $kokkos_version ($variant)"
@@ -153,6 +155,7 @@ cmake -G Ninja -S "$srcroot/kokkos-kernels" -B "$work/build-kk" -DCMAKE_INSTALL_
   -DKokkos_ROOT="$prefix" "${cxx[@]}" "${kk_opts[@]}" >&2
 cmake --build "$work/build-kk" -j "$jobs" >&2
 cmake --install "$work/build-kk" >&2
+log "KokkosKernels built in $(( $(date +%s) - t1 )) s"
 
 printf '%s\n' "$key_src" > "$prefix/.options"
 touch "$prefix/.complete"

@@ -36,6 +36,7 @@ case "$cmd" in
     export PATH=/usr/local/cuda/bin:$PATH
     bdir=${KNMF_BUILD_DIR:-build-cuda}
     configure_build "$bdir" "$prefix" -DCMAKE_CXX_COMPILER="$prefix/bin/nvcc_wrapper" \
-      -DCMAKE_CXX_FLAGS="-arch=sm_80" -DKNMF_ENABLE_PERF=ON -DKNMF_ENABLE_TESTS=ON ;;
+      -DCMAKE_CXX_FLAGS="-arch=sm_80" -DKNMF_ENABLE_MPI=ON -DKNMF_ENABLE_PERF=ON \
+      -DKNMF_ENABLE_TESTS=ON ;;
   *) echo "usage: cmake/dev.sh demo|test|build|cuda-build" >&2; exit 2 ;;
 esac

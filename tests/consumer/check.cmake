@@ -10,7 +10,7 @@ function(run)
 endfunction()
 run(${CMAKE_COMMAND} --install ${KNMF_BUILD_DIR} --prefix ${prefix})
 run(${CMAKE_COMMAND} -G ${GENERATOR} -S ${CONSUMER_SRC} -B ${WORK_DIR}/build
-    -DCMAKE_CXX_COMPILER=${CXX_COMPILER}
+    -DCMAKE_CXX_COMPILER=${CXX_COMPILER} "-DCMAKE_CXX_FLAGS=${CXX_FLAGS}"
     -Dknmf_DIR=${prefix}/lib/cmake/knmf -DKokkos_DIR=${Kokkos_DIR}
     -DKokkosKernels_DIR=${KokkosKernels_DIR})
 run(${CMAKE_COMMAND} --build ${WORK_DIR}/build)

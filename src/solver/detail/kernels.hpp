@@ -80,6 +80,10 @@ void slot_gram(const ExecSpace& space, const Matrix<T>& F, int R, int k, const S
         const size_type j0 = c * slot_chunk;
         const size_type j1 = (j0 + slot_chunk < m) ? j0 + slot_chunk : m;
         const int row0 = r * k;
+        // nvcc rejects a lambda whose first use of a captured variable is inside
+        // `if constexpr`: name those captures here first (cmake/CUDA.md).
+        (void)F;
+        (void)npairs;
         if constexpr (exec_on_host) {
           ScratchDoubles acc(team.team_scratch(0), kk);
           for (int p = 0; p < kk; ++p) acc(p) = 0.0;
