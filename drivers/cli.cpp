@@ -3,11 +3,19 @@
 #include <CLI/CLI.hpp>
 
 #include <iostream>
+#include <algorithm>
+#include <map>
 
+#include "command.hpp"
 #include "knmf/core/error.hpp"
 #include "knmf/core/runtime.hpp"
 
 namespace knmf::cli {
+
+// Each subcommand, in the order `knmf --help` lists them.
+std::vector<CommandFactory> command_factories() {
+  return {};
+}
 
 SplitArgs split_kokkos_args(int argc, const char* const* argv) {
   SplitArgs s;
@@ -30,15 +38,21 @@ int run(const std::vector<std::string>& args) {
   app.add_flag("--version", show_version,
                "print knmf's version, the Kokkos version, the enabled backends and the default "
                "execution space");
+  std::map<CLI::App*, std::unique_ptr<Command>> commands;
+  for (auto factory : command_factories()) {
+    auto before = app.get_subcommands({});
+    auto cmd = factory(app);
+    auto after = app.get_subcommands({});
+    for (auto* sub : after)
+      if (std::find(before.begin(), before.end(), sub) == before.end()) commands[sub] = std::move(cmd);
+  }
 
   try {
     std::vector<std::string> rev(args.rbegin(), args.rend() - 1);  // CLI11 wants reversed
     app.parse(rev);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);
-    std::cerr << "knmf: " << e.what() << " (see knmf --help)\n";
+    std::cerr << "knmf: error: " << e.what() << " (see knmf --help)\n";
     return 2;
   }
   try {
@@ -47,6 +61,8 @@ int run(const std::vector<std::string>& args) {
       std::cout << "device: " << device_description() << "\n";
       return 0;
     }
+    for (auto& [sub, cmd] : commands)
+      if (sub->parsed()) return cmd->run();
     std::cout << app.help();
     return 0;
   } catch (const InputError& e) {
