@@ -12,9 +12,11 @@
 
 namespace knmf::cli {
 
+std::unique_ptr<Command> make_factorize_command(CLI::App& app);
+
 // Each subcommand, in the order `knmf --help` lists them.
 std::vector<CommandFactory> command_factories() {
-  return {};
+  return {make_factorize_command};
 }
 
 SplitArgs split_kokkos_args(int argc, const char* const* argv) {

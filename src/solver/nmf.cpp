@@ -18,7 +18,8 @@ void check_common(int k, int batch_size, const SolverOptions& opts) {
 
 template <class T>
 void factorize(const ExecSpace& space, const DenseMatrix<T>& X, int k, const JobSource& next_job,
-               int batch_size, const SolverOptions& opts, const ResultCallback& on_result) {
+               int batch_size, const SolverOptions& opts, const ResultCallback& on_result,
+               const IterationCallback& on_iteration) {
   check_common(k, batch_size, opts);
   // Validate each job as it is drawn (seed range, k) before it reaches a slot.
   JobSource checked = [&]() -> std::optional<Job> {
@@ -31,7 +32,7 @@ void factorize(const ExecSpace& space, const DenseMatrix<T>& X, int k, const Job
   };
   detail::BatchRunner<T, DenseMatrix<T>> runner(space, X, k, batch_size, opts,
                                                 detail::RunMode::factorize);
-  runner.run(checked, on_result);
+  runner.run(checked, on_result, on_iteration);
 }
 
 template <class T>
@@ -108,7 +109,8 @@ std::vector<RefitResult> refit_usages(const ExecSpace& space, const DenseMatrix<
 
 #define KNMF_INSTANTIATE(T)                                                                    \
   template void factorize<T>(const ExecSpace&, const DenseMatrix<T>&, int, const JobSource&,  \
-                             int, const SolverOptions&, const ResultCallback&);                \
+                             int, const SolverOptions&, const ResultCallback&,                 \
+                             const IterationCallback&);                                        \
   template std::vector<ReplicateResult> factorize<T>(                                          \
       const ExecSpace&, const DenseMatrix<T>&, const std::vector<Job>&, int,                   \
       const SolverOptions&);                                                                   \

@@ -24,12 +24,15 @@ namespace knmf {
 using ResultCallback = std::function<void(ReplicateResult&&)>;
 /// Supplies the next job (all of one k), or nothing when the queue is empty.
 using JobSource = std::function<std::optional<Job>()>;
+/// Called after every iteration of a batch with the number of running replicates (progress).
+using IterationCallback = std::function<void(int running)>;
 
 /// Factorize the jobs supplied by `next_job` (all with this `k`) in batches of up to
 /// `batch_size` slots, calling `on_result` for each finished replicate.
 template <class T>
 void factorize(const ExecSpace& space, const DenseMatrix<T>& X, int k, const JobSource& next_job,
-               int batch_size, const SolverOptions& opts, const ResultCallback& on_result);
+               int batch_size, const SolverOptions& opts, const ResultCallback& on_result,
+               const IterationCallback& on_iteration = {});
 
 /// Convenience: every job of `jobs` (any mix of k; grouped by k), results ordered as `jobs`.
 template <class T>

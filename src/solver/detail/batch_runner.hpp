@@ -41,7 +41,8 @@ public:
   }
 
   /// Run until `next` is exhausted and every slot has finished.
-  void run(const JobSource& next, const ResultCallback& emit) {
+  void run(const JobSource& next, const ResultCallback& emit,
+           const IterationCallback& on_iteration = {}) {
     compat::ScopedRegion region("knmf::solver::run");
     exhausted_ = false;
     fill(next);
@@ -50,6 +51,7 @@ public:
         opt_.solver == SolverKind::mu ? iterate_mu() : iterate_cd();
       else
         opt_.solver == SolverKind::mu ? iterate_refit_mu() : iterate_refit_cd();
+      if (on_iteration) on_iteration(active_count());
       finish_done(emit);
       fill(next);
       if (exhausted_ && active_count() > 0 && active_count() < R_) compact();

@@ -1,0 +1,79 @@
+// `knmf factorize`: cNMF mode (a drop-in for `cnmf factorize`) and native mode.
+#include <iostream>
+#include <memory>
+
+#include "command.hpp"
+#include "knmf/core/error.hpp"
+#include "knmf/run/factorize.hpp"
+#include "options.hpp"
+
+namespace knmf::cli {
+namespace {
+
+class FactorizeCommand : public Command {
+public:
+  explicit FactorizeCommand(CLI::App& app) {
+    sub_ = app.add_subcommand(
+        "factorize",
+        "Factorize X many times (k values x replicates) with the batched solver.\n"
+        "cNMF mode:  knmf factorize --output-dir DIR --name NAME [--worker-index I "
+        "--total-workers M] [--skip-completed-runs]\n"
+        "native:     knmf factorize INPUT.h5ad -k 5 6 7 --n-iter 100 --seed 14 -o RESULTS.h5");
+    sub_->add_option("input", c_.input, "native mode: AnnData .h5ad (cells x genes)");
+    auto* g1 = sub_->add_option_group("cNMF mode", "a run directory made by `cnmf prepare`");
+    g1->add_option("--output-dir", c_.output_dir, "cNMF output directory");
+    g1->add_option("--name", c_.name, "cNMF run name");
+    g1->add_option("--worker-index", c_.worker_index, "this worker's index (cNMF's split)")
+        ->capture_default_str();
+    g1->add_option("--total-workers", c_.total_workers, "number of workers")->capture_default_str();
+    g1->add_flag("--skip-completed-runs", c_.skip_completed,
+                 "skip jobs whose spectra file exists");
+    auto* g2 = sub_->add_option_group("native mode", "");
+    g2->add_option("-o,--output", c_.results, "results file (HDF5)");
+    g2->add_option("-k,--components", c_.ks, "numbers of components")->expected(1, -1);
+    g2->add_option("--n-iter", c_.n_iter, "replicates per k")->capture_default_str();
+    g2->add_option("--seed", c_.seed, "seed of the job table (as cnmf prepare)")
+        ->capture_default_str();
+    g2->add_flag("--save-usages", c_.save_usages, "also store each replicate's usages W");
+    numeric_ = sub_->add_option_group("solver");
+    add_solver_flags(*numeric_, c_.solver, flags_, true);
+    sub_->add_option("--dtype", c_.dtype, "compute type: float or double")->capture_default_str();
+    sub_->add_option("--batch", batch_, "replicates per batch: N or auto (memory model)")
+        ->capture_default_str();
+    sub_->add_option("--device-memory-limit", memory_limit_,
+                     "plan as if the device had only this much memory (e.g. 4G)");
+    sub_->add_flag("--quiet", c_.quiet, "no progress output");
+    sub_->add_option("--log-json", c_.log_json, "write one JSON object per finished replicate");
+  }
+
+  int run() override {
+    c_.solver_set = flags_.apply(c_.solver);
+    c_.batch = parse_batch(batch_);
+    if (!memory_limit_.empty())
+      c_.device_memory_limit = parse_bytes(memory_limit_, "--device-memory-limit");
+    if (c_.cnmf_mode())
+      for (const char* opt : {"--tol", "--max-iter", "--alpha-usage", "--alpha-spectra",
+                              "--l1-ratio"})
+        if (sub_->count(opt) > 0)
+          input_error(opt, " cannot be used in cNMF mode: the run's values come from ",
+                      c_.name, ".nmf_idvrun_params.yaml (edit it, or use native mode)");
+    run_factorize(c_, std::cerr);
+    return 0;
+  }
+
+private:
+  CLI::App* sub_ = nullptr;
+  CLI::Option_group* numeric_ = nullptr;
+  FactorizeConfig c_;
+  SolverFlags flags_;
+  std::string batch_ = "auto";
+  std::string memory_limit_;
+};
+
+}  // namespace
+
+std::unique_ptr<Command> make_factorize_command(CLI::App& app) {
+  return std::make_unique<FactorizeCommand>(app);
+}
+
+}  // namespace knmf::cli

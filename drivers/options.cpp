@@ -1,0 +1,66 @@
+#include "options.hpp"
+
+#include <cctype>
+
+#include "knmf/core/error.hpp"
+
+namespace knmf::cli {
+
+int parse_batch(const std::string& v, const std::string& option) {
+  if (v == "auto") return 0;
+  try {
+    size_t pos = 0;
+    const long b = std::stol(v, &pos);
+    if (pos == v.size() && b >= 1 && b <= 1000000) return int(b);
+  } catch (const std::exception&) {
+  }
+  input_error(option, " '", v, "' is invalid: expected a positive integer or auto");
+}
+
+std::int64_t parse_bytes(const std::string& v, const std::string& option) {
+  try {
+    size_t pos = 0;
+    const double x = std::stod(v, &pos);
+    std::string suffix = v.substr(pos);
+    for (auto& ch : suffix) ch = char(std::toupper(static_cast<unsigned char>(ch)));
+    if (!suffix.empty() && suffix.back() == 'B') suffix.pop_back();
+    if (!suffix.empty() && suffix.back() == 'I') suffix.pop_back();
+    double mult = 1;
+    if (suffix == "K") mult = 1024.0;
+    else if (suffix == "M") mult = 1024.0 * 1024;
+    else if (suffix == "G") mult = 1024.0 * 1024 * 1024;
+    else if (suffix == "T") mult = 1024.0 * 1024 * 1024 * 1024;
+    else if (!suffix.empty()) throw std::invalid_argument(suffix);
+    if (x > 0) return std::int64_t(x * mult);
+  } catch (const std::exception&) {
+  }
+  input_error(option, " '", v, "' is invalid: expected a byte count such as 2000000000, 512M or 4G");
+}
+
+bool SolverFlags::apply(SolverOptions& o) const {
+  if (!solver.empty()) o.solver = parse_solver(solver, "--solver");
+  o.zero_guard = parse_zero_guard(zero_guard, "--zero-guard");
+  return !solver.empty();
+}
+
+void add_solver_flags(CLI::App& sub, SolverOptions& o, SolverFlags& f, bool with_numeric) {
+  sub.add_option("--solver", f.solver,
+                 "mu (multiplicative update) or cd (scikit-learn's coordinate descent; cNMF's "
+                 "default)");
+  sub.add_option("--zero-guard", f.zero_guard,
+                 "MU denominators: replace-zero (scikit-learn, default) or add-eps (PyTorch engine)")
+      ->capture_default_str();
+  sub.add_option("--check-every", o.check_every, "MU: error check period in iterations")
+      ->capture_default_str();
+  if (!with_numeric) return;
+  sub.add_option("--tol", o.tol, "relative tolerance (0: run exactly --max-iter iterations)")
+      ->capture_default_str();
+  sub.add_option("--max-iter", o.max_iter, "iteration cap")->capture_default_str();
+  sub.add_option("--alpha-usage", o.alpha_W, "regularization of the usages W (alpha_W)")
+      ->capture_default_str();
+  sub.add_option("--alpha-spectra", o.alpha_H, "regularization of the spectra H (alpha_H)")
+      ->capture_default_str();
+  sub.add_option("--l1-ratio", o.l1_ratio, "L1 share of the regularization")->capture_default_str();
+}
+
+}  // namespace knmf::cli

@@ -1,0 +1,58 @@
+#pragma once
+/// \file
+/// `knmf factorize` as a library call: a run configuration (plain struct, filled by the
+/// driver's CLI or by C++), and the run itself: read X once, plan batches from the memory
+/// model, run every pending job through the batched solver, write results as they finish.
+
+#include <cstdint>
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+#include "knmf/solver/options.hpp"
+
+namespace knmf {
+
+struct FactorizeConfig {
+  // ---- cNMF mode: a drop-in for `cnmf factorize` in a run directory made by `cnmf prepare`
+  std::string output_dir;        ///< --output-dir
+  std::string name;              ///< --name
+  int worker_index = 0;          ///< --worker-index
+  int total_workers = 1;         ///< --total-workers
+  bool skip_completed = false;   ///< --skip-completed-runs
+
+  // ---- native mode: an .h5ad of the user's own and one HDF5 results file
+  std::string input;             ///< INPUT.h5ad
+  std::string results;           ///< -o RESULTS.h5
+  std::vector<int> ks;           ///< -k
+  int n_iter = 100;              ///< --n-iter (replicates per k)
+  std::int64_t seed = 14;        ///< --seed (cNMF's default)
+  bool save_usages = false;      ///< --save-usages
+
+  // ---- both modes
+  SolverOptions solver;          ///< cNMF mode: from the run's yaml, then the overrides below
+  bool solver_set = false;       ///< --solver given (cNMF mode: overrides the yaml)
+  std::string dtype = "double";  ///< --dtype float|double
+  int batch = 0;                 ///< --batch N (0 = auto from the memory model)
+  std::int64_t device_memory_limit = 0;  ///< --device-memory-limit BYTES (0 = none)
+  bool quiet = false;            ///< --quiet
+  std::string log_json;          ///< --log-json FILE: one JSON object per finished replicate
+  double progress_seconds = 5.0; ///< progress line period
+
+  bool cnmf_mode() const { return !output_dir.empty() || !name.empty(); }
+  /// Throws InputError naming the option when the configuration is inconsistent.
+  void validate() const;
+};
+
+struct FactorizeSummary {
+  std::int64_t jobs_total = 0;     ///< jobs of this worker / run
+  std::int64_t jobs_skipped = 0;   ///< already completed before this run
+  std::int64_t jobs_run = 0;
+  double seconds = 0.0;
+  std::int64_t peak_device_bytes = 0;
+};
+
+/// Run `knmf factorize`. Progress and the plan go to `log` (stderr in the driver).
+FactorizeSummary run_factorize(const FactorizeConfig& config, std::ostream& log);
+
+}  // namespace knmf

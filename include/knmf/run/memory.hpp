@@ -1,0 +1,52 @@
+#pragma once
+/// \file
+/// The memory model of a run and the batch plan derived from it.
+///
+/// Device bytes of a batch of R replicates with k components on X (n x g):
+///   X                      n g s            (dense; a sparse X: see the sparse matrix)
+///   W, P                   2 n (R k) s      (usages and X H^T; the MU fixed-H refit adds one)
+///   H, Q, H_next           3 (R k) g s
+///   per-slot k x k and chunk partials (small)
+/// with s = sizeof(compute type). Free memory is that of the execution space: GPU free memory,
+/// or MemAvailable of the host for OpenMP; `--device-memory-limit` caps it.
+
+#include <cstdint>
+#include <string>
+
+namespace knmf {
+
+/// Bytes the execution space can still allocate (GPU: cudaMemGetInfo free; host: MemAvailable).
+std::int64_t available_device_bytes();
+/// Bytes currently in use on the device (GPU: total - free; host: resident set size).
+std::int64_t used_device_bytes();
+
+struct BatchPlan {
+  std::int64_t n = 0, g = 0;
+  int k = 0;
+  int R = 0;                          ///< replicates per batch
+  std::int64_t bytes_x = 0;           ///< X on the device
+  std::int64_t bytes_per_slot = 0;    ///< factors + products + workspace of one replicate
+  std::int64_t bytes_fixed = 0;       ///< per-batch constants
+  std::int64_t budget = 0;            ///< memory the plan may use in total
+  int element_bytes = 8;
+  /// bytes of the whole plan: X + fixed + R * per_slot
+  std::int64_t total() const { return bytes_x + bytes_fixed + std::int64_t(R) * bytes_per_slot; }
+  /// One-line human description (bytes per part, R).
+  std::string describe() const;
+};
+
+/// Per-replicate device bytes for (n, g, k) with the given solver mode.
+std::int64_t bytes_per_replicate(std::int64_t n, std::int64_t g, int k, int element_bytes,
+                                 bool refit_mu);
+
+/// Largest R <= max_R that fits `budget` next to X (requested_R > 0 forces that R). Throws
+/// InputError before anything is allocated when even R = 1 (or the forced R) does not fit,
+/// saying how much is needed.
+BatchPlan plan_batch(std::int64_t n, std::int64_t g, int k, int element_bytes,
+                     std::int64_t bytes_x, std::int64_t budget, int requested_R, int max_R,
+                     bool refit_mu = false);
+
+/// Human-readable byte count ("1.23 GB").
+std::string format_bytes(double bytes);
+
+}  // namespace knmf

@@ -1,0 +1,211 @@
+#include "knmf/run/factorize.hpp"
+
+#include <Kokkos_Core.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <ostream>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include "knmf/core/error.hpp"
+#include "knmf/io/cnmf_files.hpp"
+#include "knmf/io/h5ad.hpp"
+#include "knmf/matrix/load.hpp"
+#include "knmf/run/memory.hpp"
+#include "knmf/solver/nmf.hpp"
+#include "progress.hpp"
+
+namespace knmf {
+
+namespace fs = std::filesystem;
+
+void FactorizeConfig::validate() const {
+  if (cnmf_mode()) {
+    if (output_dir.empty()) input_error("--output-dir is required with --name (cNMF mode)");
+    if (name.empty()) input_error("--name is required with --output-dir (cNMF mode)");
+    if (!input.empty())
+      input_error("give either INPUT.h5ad (native mode) or --output-dir/--name (cNMF mode), "
+                  "not both (INPUT was '", input, "')");
+    if (total_workers < 1)
+      input_error("--total-workers ", total_workers, " is invalid: it must be >= 1");
+    if (worker_index < 0 || worker_index >= total_workers)
+      input_error("--worker-index ", worker_index, " is outside [0, ", total_workers, ")");
+  } else {
+    if (input.empty())
+      input_error("no input: give INPUT.h5ad (native mode) or --output-dir DIR --name NAME "
+                  "(cNMF mode)");
+    if (results.empty()) input_error("native mode needs -o RESULTS.h5");
+    if (ks.empty()) input_error("native mode needs -k K [K ...]");
+    for (int k : ks)
+      if (k < 1) input_error("-k ", k, " is invalid: the number of components must be >= 1");
+    if (n_iter < 1) input_error("--n-iter ", n_iter, " is invalid: it must be >= 1");
+    if (seed < 0 || seed > std::int64_t(0xffffffffLL))
+      input_error("--seed ", seed, " is outside [0, 2^32)");
+  }
+  if (dtype != "float" && dtype != "double")
+    input_error("--dtype '", dtype, "' is invalid: expected float or double");
+  if (batch < 0) input_error("--batch ", batch, " is invalid: use a positive number or auto");
+  if (device_memory_limit < 0)
+    input_error("--device-memory-limit ", device_memory_limit, " is invalid: it must be >= 0");
+  solver.validate();
+}
+
+namespace {
+
+void require_file(const std::string& path, const std::string& what) {
+  if (!fs::exists(path)) input_error(path, ": ", what, " not found");
+}
+
+/// Fails early (before any compute) when `dir` cannot take new files.
+void require_writable_dir(const fs::path& dir, const std::string& option) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec))
+    input_error(option, " '", dir.string(), "': not an existing directory");
+  const fs::path probe = dir / (".knmf-write-test-" + std::to_string(::getpid()));
+  std::ofstream out(probe);
+  if (!out) input_error(option, " '", dir.string(), "': directory is not writable");
+  out.close();
+  fs::remove(probe, ec);
+}
+
+/// Everything a run needs besides X: the jobs, the solver options, where results go.
+struct RunPlan {
+  std::string x_path;
+  std::vector<Job> jobs;  ///< pending jobs of this worker, in job-table order
+  std::int64_t total = 0, skipped = 0;
+  SolverOptions solver;
+  io::CnmfPaths paths{"", ""};
+};
+
+RunPlan plan_cnmf(const FactorizeConfig& c) {
+  RunPlan p;
+  p.paths = io::CnmfPaths(c.output_dir, c.name);
+  require_file(p.paths.normalized_counts(), "normalized counts (run `cnmf prepare` first)");
+  require_file(p.paths.nmf_run_parameters(), "NMF run parameters (run `cnmf prepare` first)");
+  require_file(p.paths.nmf_replicate_parameters(), "job table (run `cnmf prepare` first)");
+  require_writable_dir(p.paths.tmp_dir(), "--output-dir");
+  const auto params = io::read_nmf_run_params(p.paths.nmf_run_parameters());
+  if (params.beta_loss != "frobenius")
+    input_error(p.paths.nmf_run_parameters(), ": beta_loss '", params.beta_loss,
+                "' is not supported yet (knmf implements the Frobenius loss)");
+  if (params.init != "random")
+    input_error(p.paths.nmf_run_parameters(), ": init '", params.init,
+                "' is not supported (knmf implements scikit-learn's init='random')");
+  p.solver = c.solver;
+  if (!c.solver_set) p.solver.solver = parse_solver(params.solver, "solver in " + p.paths.nmf_run_parameters());
+  p.solver.tol = params.tol;
+  p.solver.max_iter = params.max_iter;
+  p.solver.alpha_W = params.alpha_W;
+  p.solver.alpha_H = params.alpha_H;
+  p.solver.l1_ratio = params.l1_ratio;
+  p.solver.validate();
+  p.x_path = p.paths.normalized_counts();
+  auto mine = worker_jobs(io::read_cnmf_job_table(p.paths.nmf_replicate_parameters()),
+                          c.worker_index, c.total_workers);
+  p.total = std::int64_t(mine.size());
+  for (const auto& j : mine) {
+    if (c.skip_completed && fs::exists(p.paths.iter_spectra(j.k, j.iter))) {
+      ++p.skipped;
+      continue;
+    }
+    p.jobs.push_back(j);
+  }
+  return p;
+}
+
+template <class T>
+FactorizeSummary run_typed(const FactorizeConfig& c, std::ostream& log) {
+  const auto t0 = std::chrono::steady_clock::now();
+  FactorizeSummary sum;
+  RunPlan plan = plan_cnmf(c);
+  sum.jobs_total = plan.total;
+  sum.jobs_skipped = plan.skipped;
+  auto reader = io::H5adReader::open(plan.x_path);
+  const auto& info = reader.info();
+  const auto genes = reader.var_names();
+  const int s = int(sizeof(T));
+  if (!c.quiet)
+    log << "knmf factorize: " << plan.x_path << " (" << info.n_obs << " cells x " << info.n_vars
+        << " genes, " << (info.format == io::StorageFormat::Dense ? "dense" : "sparse")
+        << "); " << plan.jobs.size() << " job(s) to run, " << plan.skipped
+        << " already complete; solver " << to_string(plan.solver.solver) << ", tol "
+        << plan.solver.tol << ", max_iter " << plan.solver.max_iter << ", " << c.dtype << "\n";
+  if (plan.jobs.empty()) {
+    if (!c.quiet) log << "knmf factorize: nothing to do\n";
+    return sum;
+  }
+
+  std::int64_t budget = available_device_bytes();
+  if (c.device_memory_limit > 0) budget = std::min(budget, c.device_memory_limit);
+  const std::int64_t bytes_x = info.n_obs * info.n_vars * s;
+  if (bytes_x >= budget)
+    input_error("X (", plan.x_path, ") needs ", format_bytes(double(bytes_x)),
+                " on the device as a dense ", c.dtype, " matrix but only ",
+                format_bytes(double(budget)), " are available");
+  const std::int64_t used0 = used_device_bytes();
+  ExecSpace space;
+  auto X = load_dense<T>(space, reader);
+
+  std::map<int, std::vector<Job>> by_k;
+  for (const auto& j : plan.jobs) by_k[j.k].push_back(j);
+
+  std::ofstream json;
+  if (!c.log_json.empty()) {
+    json.open(c.log_json, std::ios::trunc);
+    if (!json) input_error("--log-json '", c.log_json, "': cannot open for writing");
+  }
+  detail::Progress progress(std::int64_t(plan.jobs.size()), c.progress_seconds, c.quiet, log);
+  std::int64_t peak = used_device_bytes() - used0;
+  for (auto& [k, jobs] : by_k) {
+    const int max_R = std::max(1, std::min<int>(int(jobs.size()), std::max(1, 1024 / k)));
+    const auto bp = plan_batch(X.rows(), X.cols(), k, s, bytes_x, budget, c.batch,
+                               c.batch > 0 ? c.batch : max_R);
+    if (!c.quiet) log << "plan: " << bp.describe() << "\n";
+    size_t next = 0;
+    JobSource src = [&]() -> std::optional<Job> {
+      if (next == jobs.size()) return std::nullopt;
+      return jobs[next++];
+    };
+    auto on_result = [&](ReplicateResult&& r) {
+      io::write_cnmf_spectra(plan.paths.iter_spectra(r.job.k, r.job.iter), r.H.data(), r.job.k,
+                             r.g, genes);
+      if (json) {
+        nlohmann::json j{{"k", r.job.k},           {"iter", r.job.iter},
+                         {"seed", r.job.seed},     {"n_iter", r.n_iter},
+                         {"error_at_init", r.error_at_init},
+                         {"final_error", r.final_error},
+                         {"status", to_string(r.status)},
+                         {"seconds", r.seconds}};
+        json << j.dump() << "\n" << std::flush;
+      }
+      ++sum.jobs_run;
+      progress.finished(r.job.k, r.n_iter);
+    };
+    auto on_iteration = [&](int running) {
+      peak = std::max(peak, used_device_bytes() - used0);
+      progress.tick(k, running);
+    };
+    factorize<T>(space, X, k, src, bp.R, plan.solver, on_result, on_iteration);
+  }
+  sum.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  sum.peak_device_bytes = peak;
+  if (!c.quiet)
+    log << "knmf factorize: " << sum.jobs_run << " job(s) in " << detail::format_seconds(sum.seconds)
+        << ", peak device memory " << format_bytes(double(peak)) << "\n";
+  return sum;
+}
+
+}  // namespace
+
+FactorizeSummary run_factorize(const FactorizeConfig& config, std::ostream& log) {
+  config.validate();
+  return config.dtype == "float" ? run_typed<float>(config, log) : run_typed<double>(config, log);
+}
+
+}  // namespace knmf
