@@ -23,7 +23,7 @@ int run(knmf::size_type n, knmf::size_type g, int R, int k, int iters, knmf::Sol
   std::vector<Job> jobs;
   for (int r = 0; r < R; ++r) jobs.push_back(Job{k, r, 1 + r, r});
   Kokkos::Timer t;
-  auto res = factorize<T>(ExecSpace(), X, jobs, R, o);
+  auto res = factorize(ExecSpace(), X, jobs, R, o);
   const double secs = t.seconds();
   const double peak = bench::peak_rss_bytes();
   const double rk = double(R) * k;

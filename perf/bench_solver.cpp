@@ -91,7 +91,7 @@ void BM_Iteration(benchmark::State& state) {
     o.max_iter = iters;
     Kokkos::fence();
     Kokkos::Timer t;
-    factorize<T>(ExecSpace(), X, jobs, R, o);
+    factorize(ExecSpace(), X, jobs, R, o);
     Kokkos::fence();
     return t.seconds();
   };

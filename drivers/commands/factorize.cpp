@@ -38,6 +38,9 @@ public:
     numeric_ = sub_->add_option_group("solver");
     add_solver_flags(*numeric_, c_.solver, flags_, true);
     sub_->add_option("--dtype", c_.dtype, "compute type: float or double")->capture_default_str();
+    sub_->add_option("--format", c_.format,
+                     "X on the device: auto (by density and memory), dense or sparse")
+        ->capture_default_str();
     sub_->add_option("--batch", batch_, "replicates per batch: N or auto (memory model)")
         ->capture_default_str();
     sub_->add_option("--device-memory-limit", memory_limit_,

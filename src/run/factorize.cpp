@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <ostream>
 #include <unistd.h>
 
@@ -48,12 +49,31 @@ void FactorizeConfig::validate() const {
     if (seed < 0 || seed > std::int64_t(0xffffffffLL))
       input_error("--seed ", seed, " is outside [0, 2^32)");
   }
+  if (format != "auto" && format != "dense" && format != "sparse")
+    input_error("--format '", format, "' is invalid: expected auto, dense or sparse");
   if (dtype != "float" && dtype != "double")
     input_error("--dtype '", dtype, "' is invalid: expected float or double");
   if (batch < 0) input_error("--batch ", batch, " is invalid: use a positive number or auto");
   if (device_memory_limit < 0)
     input_error("--device-memory-limit ", device_memory_limit, " is invalid: it must be >= 0");
   solver.validate();
+}
+
+FormatChoice choose_format(const std::string& requested, bool file_is_sparse, double density,
+                           std::int64_t dense_bytes, std::int64_t sparse_bytes,
+                           std::int64_t budget) {
+  char d[32];
+  std::snprintf(d, sizeof d, "%.1f%%", 100.0 * density);
+  if (requested == "dense") return {false, "--format dense"};
+  if (requested == "sparse") return {true, "--format sparse"};
+  if (dense_bytes >= budget && sparse_bytes < budget)
+    return {true, std::string("dense X would not fit (") + format_bytes(double(dense_bytes)) + ")"};
+  if (!file_is_sparse) return {false, "the file stores X densely"};
+  if (density < sparse_density_crossover)
+    return {true, std::string("density ") + d + " < crossover " +
+                      std::to_string(int(100 * sparse_density_crossover)) + "%"};
+  return {false, std::string("density ") + d + " >= crossover " +
+                     std::to_string(int(100 * sparse_density_crossover)) + "%"};
 }
 
 namespace {
@@ -109,6 +129,18 @@ RunPlan plan_cnmf(const FactorizeConfig& c) {
   auto mine = worker_jobs(io::read_cnmf_job_table(p.paths.nmf_replicate_parameters()),
                           c.worker_index, c.total_workers);
   p.total = std::int64_t(mine.size());
+  // A worker killed while writing leaves `.FILE.knmf-tmp-*` next to FILE; the final name is
+  // never touched until complete. Remove such leftovers of this worker's own jobs (only this
+  // worker writes them, so no live writer elsewhere can own them).
+  std::set<std::string> own;
+  for (const auto& j : mine) own.insert(fs::path(p.paths.iter_spectra(j.k, j.iter)).filename().string());
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(p.paths.tmp_dir(), ec)) {
+    const std::string f = e.path().filename().string();
+    const auto at = f.find(".knmf-tmp-");
+    if (f.size() > 1 && f[0] == '.' && at != std::string::npos && own.count(f.substr(1, at - 1)))
+      fs::remove(e.path(), ec);
+  }
   for (const auto& j : mine) {
     if (c.skip_completed && fs::exists(p.paths.iter_spectra(j.k, j.iter))) {
       ++p.skipped;
@@ -118,6 +150,12 @@ RunPlan plan_cnmf(const FactorizeConfig& c) {
   }
   return p;
 }
+
+template <class XMat>
+FactorizeSummary run_jobs(const FactorizeConfig& c, const RunPlan& plan, FactorizeSummary sum,
+                          const XMat& X, const std::vector<std::string>& genes,
+                          std::int64_t budget, std::int64_t bytes_x, std::int64_t used0,
+                          std::chrono::steady_clock::time_point t0, std::ostream& log);
 
 template <class T>
 FactorizeSummary run_typed(const FactorizeConfig& c, std::ostream& log) {
@@ -143,14 +181,36 @@ FactorizeSummary run_typed(const FactorizeConfig& c, std::ostream& log) {
 
   std::int64_t budget = available_device_bytes();
   if (c.device_memory_limit > 0) budget = std::min(budget, c.device_memory_limit);
-  const std::int64_t bytes_x = info.n_obs * info.n_vars * s;
+  const bool file_sparse = info.format != io::StorageFormat::Dense;
+  const std::int64_t nnz = file_sparse ? info.nnz : info.n_obs * info.n_vars;
+  const double density = double(nnz) / (double(info.n_obs) * double(info.n_vars));
+  const std::int64_t dense_bytes = info.n_obs * info.n_vars * s;
+  const std::int64_t sparse_bytes = CsrMatrix<T>::bytes_for(info.n_obs, info.n_vars, nnz, s);
+  const auto choice =
+      choose_format(c.format, file_sparse, density, dense_bytes, sparse_bytes, budget);
+  const std::int64_t bytes_x = choice.sparse ? sparse_bytes : dense_bytes;
+  if (!c.quiet)
+    log << "plan: X on the device as " << (choice.sparse ? "sparse CSR + CSC" : "dense") << " ("
+        << choice.reason << "), " << format_bytes(double(bytes_x)) << "\n";
   if (bytes_x >= budget)
     input_error("X (", plan.x_path, ") needs ", format_bytes(double(bytes_x)),
-                " on the device as a dense ", c.dtype, " matrix but only ",
-                format_bytes(double(budget)), " are available");
+                " on the device as a ", choice.sparse ? "sparse" : "dense", " ", c.dtype,
+                " matrix but only ", format_bytes(double(budget)), " are available");
   const std::int64_t used0 = used_device_bytes();
   ExecSpace space;
-  auto X = load_dense<T>(space, reader);
+  if (choice.sparse)
+    return run_jobs(c, plan, sum, load_csr<T>(space, reader), genes, budget, bytes_x, used0, t0, log);
+  return run_jobs(c, plan, sum, load_dense<T>(space, reader), genes, budget, bytes_x, used0, t0, log);
+}
+
+template <class XMat>
+FactorizeSummary run_jobs(const FactorizeConfig& c, const RunPlan& plan, FactorizeSummary sum,
+                          const XMat& X, const std::vector<std::string>& genes,
+                          std::int64_t budget, std::int64_t bytes_x, std::int64_t used0,
+                          std::chrono::steady_clock::time_point t0, std::ostream& log) {
+  using T = typename XMat::value_type;
+  const int s = int(sizeof(T));
+  ExecSpace space;
 
   std::map<int, std::vector<Job>> by_k;
   for (const auto& j : plan.jobs) by_k[j.k].push_back(j);
@@ -191,7 +251,7 @@ FactorizeSummary run_typed(const FactorizeConfig& c, std::ostream& log) {
       peak = std::max(peak, used_device_bytes() - used0);
       progress.tick(k, running);
     };
-    factorize<T>(space, X, k, src, bp.R, plan.solver, on_result, on_iteration);
+    factorize(space, X, k, src, bp.R, plan.solver, on_result, on_iteration);
   }
   sum.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   sum.peak_device_bytes = peak;

@@ -16,8 +16,8 @@ void check_common(int k, int batch_size, const SolverOptions& opts) {
 
 }  // namespace
 
-template <class T>
-void factorize(const ExecSpace& space, const DenseMatrix<T>& X, int k, const JobSource& next_job,
+template <class XMat>
+void factorize(const ExecSpace& space, const XMat& X, int k, const JobSource& next_job,
                int batch_size, const SolverOptions& opts, const ResultCallback& on_result,
                const IterationCallback& on_iteration) {
   check_common(k, batch_size, opts);
@@ -30,13 +30,13 @@ void factorize(const ExecSpace& space, const DenseMatrix<T>& X, int k, const Job
     }
     return j;
   };
-  detail::BatchRunner<T, DenseMatrix<T>> runner(space, X, k, batch_size, opts,
-                                                detail::RunMode::factorize);
+  detail::BatchRunner<typename XMat::value_type, XMat> runner(space, X, k, batch_size, opts,
+                                                             detail::RunMode::factorize);
   runner.run(checked, on_result, on_iteration);
 }
 
-template <class T>
-std::vector<ReplicateResult> factorize(const ExecSpace& space, const DenseMatrix<T>& X,
+template <class XMat>
+std::vector<ReplicateResult> factorize(const ExecSpace& space, const XMat& X,
                                        const std::vector<Job>& jobs, int batch_size,
                                        const SolverOptions& opts) {
   std::vector<int> order;  // distinct k in order of first appearance
@@ -59,7 +59,7 @@ std::vector<ReplicateResult> factorize(const ExecSpace& space, const DenseMatrix
       j.index = std::int64_t(next++);  // local handle, restored below
       return j;
     };
-    factorize<T>(space, X, k, src, batch_size, opts, [&](ReplicateResult&& r) {
+    factorize(space, X, k, src, batch_size, opts, [&](ReplicateResult&& r) {
       const size_t pos = idx[size_t(r.job.index)];
       r.job = jobs[pos];
       out[pos] = std::move(r);
@@ -68,8 +68,8 @@ std::vector<ReplicateResult> factorize(const ExecSpace& space, const DenseMatrix
   return out;
 }
 
-template <class T>
-std::vector<RefitResult> refit_usages(const ExecSpace& space, const DenseMatrix<T>& X,
+template <class XMat>
+std::vector<RefitResult> refit_usages(const ExecSpace& space, const XMat& X,
                                       const std::vector<std::vector<double>>& spectra, int k,
                                       int batch_size, const SolverOptions& opts) {
   check_common(k, batch_size, opts);
@@ -94,8 +94,8 @@ std::vector<RefitResult> refit_usages(const ExecSpace& space, const DenseMatrix<
     j.index = std::int64_t(next++);
     return j;
   };
-  detail::BatchRunner<T, DenseMatrix<T>> runner(space, X, k, batch_size, opts,
-                                                detail::RunMode::refit, &spectra);
+  detail::BatchRunner<typename XMat::value_type, XMat> runner(space, X, k, batch_size, opts,
+                                                             detail::RunMode::refit, &spectra);
   runner.run(src, [&](ReplicateResult&& r) {
     auto& o = out[size_t(r.job.index)];
     o.W = std::move(r.W);
@@ -107,18 +107,20 @@ std::vector<RefitResult> refit_usages(const ExecSpace& space, const DenseMatrix<
   return out;
 }
 
-#define KNMF_INSTANTIATE(T)                                                                    \
-  template void factorize<T>(const ExecSpace&, const DenseMatrix<T>&, int, const JobSource&,  \
-                             int, const SolverOptions&, const ResultCallback&,                 \
-                             const IterationCallback&);                                        \
-  template std::vector<ReplicateResult> factorize<T>(                                          \
-      const ExecSpace&, const DenseMatrix<T>&, const std::vector<Job>&, int,                   \
-      const SolverOptions&);                                                                   \
-  template std::vector<RefitResult> refit_usages<T>(const ExecSpace&, const DenseMatrix<T>&,   \
-                                                    const std::vector<std::vector<double>>&,   \
+#define KNMF_INSTANTIATE(M)                                                                    \
+  template void factorize<M>(const ExecSpace&, const M&, int, const JobSource&, int,            \
+                             const SolverOptions&, const ResultCallback&,                       \
+                             const IterationCallback&);                                         \
+  template std::vector<ReplicateResult> factorize<M>(const ExecSpace&, const M&,                \
+                                                     const std::vector<Job>&, int,              \
+                                                     const SolverOptions&);                     \
+  template std::vector<RefitResult> refit_usages<M>(const ExecSpace&, const M&,                 \
+                                                    const std::vector<std::vector<double>>&,    \
                                                     int, int, const SolverOptions&);
-KNMF_INSTANTIATE(float)
-KNMF_INSTANTIATE(double)
+KNMF_INSTANTIATE(DenseMatrix<float>)
+KNMF_INSTANTIATE(DenseMatrix<double>)
+KNMF_INSTANTIATE(CsrMatrix<float>)
+KNMF_INSTANTIATE(CsrMatrix<double>)
 #undef KNMF_INSTANTIATE
 
 }  // namespace knmf

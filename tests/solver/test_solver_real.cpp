@@ -66,7 +66,7 @@ void check_real_case(const std::string& name) {
   opts.return_W = true;
   std::vector<Job> jobs;
   for (const auto& r : c["runs"]) jobs.push_back(Job{c["k"], int(jobs.size()), r["seed"], 0});
-  const auto res = factorize<double>(ExecSpace(), real_matrix(), jobs, 2, opts);
+  const auto res = factorize(ExecSpace(), real_matrix(), jobs, 2, opts);
   for (size_t i = 0; i < res.size(); ++i) {
     const auto& run = c["runs"][i];
     const std::string tag = "s" + std::to_string(run["seed"].get<std::int64_t>());
@@ -88,7 +88,7 @@ TEST_F(Real, RefitMatchesScikitLearn) {
   for (const std::string name : {"refit_mu_real", "refit_cd_real"}) {
     SCOPED_TRACE(name);
     const auto c = nmf_golden()["cases"][name];
-    const auto res = refit_usages<double>(ExecSpace(), real_matrix(), {golden_array(name, "H")},
+    const auto res = refit_usages(ExecSpace(), real_matrix(), {golden_array(name, "H")},
                                           c["k"], 1, options_of(c));
     EXPECT_EQ(res[0].n_iter, c["n_iter"].get<int>());
     EXPECT_LT(max_rel_diff(res[0].W, golden_array(name, "W")), name == "refit_mu_real" ? 1e-9 : 1e-6);
@@ -112,7 +112,7 @@ TEST_F(Real, CdMatchesCnmfReferenceRun) {
   }
   ASSERT_EQ(jobs.size(), 20u);
   SolverOptions o;  // cNMF's yaml: cd, tol 1e-4, max_iter 1000, no regularization
-  const auto res = factorize<double>(ExecSpace(), real_matrix(), jobs, 8, o);
+  const auto res = factorize(ExecSpace(), real_matrix(), jobs, 8, o);
   const auto merged = io::read_df_npz(
       (pbmc_reference() / "pbmcA" / "cnmf_tmp" / "pbmcA.spectra.k_5.merged.df.npz").string());
   ASSERT_EQ(merged.rows, 100);

@@ -33,7 +33,7 @@ void check_case(const std::string& name, int batch) {
   auto X = synthetic_matrix<double>(is_synth2 ? "synth2" : "synth");
   auto opts = options_of(c);
   opts.return_W = true;
-  const auto res = factorize<double>(ExecSpace(), X, jobs_for(c), batch, opts);
+  const auto res = factorize(ExecSpace(), X, jobs_for(c), batch, opts);
   const double tol = opts.solver == SolverKind::mu ? kMuTol : kCdTol;
   for (size_t i = 0; i < res.size(); ++i) {
     const auto& run = c["runs"][i];
@@ -83,7 +83,7 @@ void check_refit(const std::string& name) {
   const auto H = golden_array(name, "H");
   const int k = c["k"];
   // Three copies of the same spectra in one batch of two: slots refill and must agree.
-  const auto res = refit_usages<double>(ExecSpace(), X, {H, H, H}, k, 2, opts);
+  const auto res = refit_usages(ExecSpace(), X, {H, H, H}, k, 2, opts);
   const auto W = golden_array(name, "W");
   for (const auto& r : res) {
     EXPECT_EQ(r.n_iter, c["n_iter"].get<int>());
@@ -121,7 +121,7 @@ TEST(Error, IdentityEqualsDirectFrobenius) {
     o.return_W = true;
     o.tol = 1e-3;
     std::vector<Job> jobs{{3, 0, 5, 0}, {3, 1, 6, 1}, {3, 2, 7, 2}};
-    const auto res = factorize<double>(ExecSpace(), X, jobs, 2, o);
+    const auto res = factorize(ExecSpace(), X, jobs, 2, o);
     for (const auto& r : res) {
       const double d = double(direct_error(x, n, g, r.W, r.H, 3));
       EXPECT_LT(rel_diff(r.final_error, d), 1e-12) << to_string(solver);
@@ -143,10 +143,10 @@ TEST(Batch, ReplicateIsIdenticalAloneOrInABatch) {
     std::vector<Job> jobs;
     for (int r = 0; r < 11; ++r) jobs.push_back(Job{4, r, 1000 + 7 * r, r});
     // 11 jobs through 8 slots: slots refill at different times and the batch shrinks.
-    const auto batched = factorize<double>(ExecSpace(), X, jobs, 8, o);
+    const auto batched = factorize(ExecSpace(), X, jobs, 8, o);
     std::set<int> iters;
     for (size_t i = 0; i < jobs.size(); ++i) {
-      const auto alone = factorize<double>(ExecSpace(), X, {jobs[i]}, 1, o);
+      const auto alone = factorize(ExecSpace(), X, {jobs[i]}, 1, o);
       EXPECT_EQ(batched[i].n_iter, alone[0].n_iter);
       EXPECT_EQ(batched[i].H, alone[0].H) << "job " << i;  // bitwise
       EXPECT_EQ(batched[i].W, alone[0].W) << "job " << i;
@@ -166,8 +166,8 @@ TEST(Float, SinglePrecisionTracksDouble) {
   o.tol = 0;
   o.max_iter = 40;
   std::vector<Job> jobs{{4, 0, 3, 0}};
-  const auto rd = factorize<double>(ExecSpace(), Xd, jobs, 1, o);
-  const auto rf = factorize<float>(ExecSpace(), Xf, jobs, 1, o);
+  const auto rd = factorize(ExecSpace(), Xd, jobs, 1, o);
+  const auto rf = factorize(ExecSpace(), Xf, jobs, 1, o);
   EXPECT_LT(max_rel_diff(rf[0].H, rd[0].H), 1e-3);
   EXPECT_LT(rel_diff(rf[0].final_error, rd[0].final_error), 1e-5);
 }
@@ -219,32 +219,32 @@ TEST(BadInput, EveryCheckFiresWithItsMessage) {
                      "at row 0, column 2");
   auto X = DenseMatrix<double>::from_host(ExecSpace(), 2, 3, x.data(), "ok");
   SolverOptions o;
-  expect_input_error([&] { factorize<double>(ExecSpace(), X, {Job{0, 0, 1, 0}}, 1, o); }, "k = 0");
-  expect_input_error([&] { factorize<double>(ExecSpace(), X, {Job{2, 0, -3, 0}}, 1, o); },
+  expect_input_error([&] { factorize(ExecSpace(), X, {Job{0, 0, 1, 0}}, 1, o); }, "k = 0");
+  expect_input_error([&] { factorize(ExecSpace(), X, {Job{2, 0, -3, 0}}, 1, o); },
                      "seed -3");
   expect_input_error(
-      [&] { factorize<double>(ExecSpace(), X, {Job{2, 0, std::int64_t(1) << 32, 0}}, 1, o); },
+      [&] { factorize(ExecSpace(), X, {Job{2, 0, std::int64_t(1) << 32, 0}}, 1, o); },
       "seed 4294967296");
-  expect_input_error([&] { factorize<double>(ExecSpace(), X, {Job{2, 0, 1, 0}}, 0, o); },
+  expect_input_error([&] { factorize(ExecSpace(), X, {Job{2, 0, 1, 0}}, 0, o); },
                      "--batch 0");
   auto o2 = o;
   o2.tol = -1;
-  expect_input_error([&] { factorize<double>(ExecSpace(), X, {Job{2, 0, 1, 0}}, 1, o2); }, "--tol -1");
+  expect_input_error([&] { factorize(ExecSpace(), X, {Job{2, 0, 1, 0}}, 1, o2); }, "--tol -1");
   o2 = o;
   o2.max_iter = 0;
-  expect_input_error([&] { factorize<double>(ExecSpace(), X, {Job{2, 0, 1, 0}}, 1, o2); },
+  expect_input_error([&] { factorize(ExecSpace(), X, {Job{2, 0, 1, 0}}, 1, o2); },
                      "--max-iter 0");
   o2 = o;
   o2.l1_ratio = 1.5;
-  expect_input_error([&] { factorize<double>(ExecSpace(), X, {Job{2, 0, 1, 0}}, 1, o2); },
+  expect_input_error([&] { factorize(ExecSpace(), X, {Job{2, 0, 1, 0}}, 1, o2); },
                      "--l1-ratio 1.5");
   o2 = o;
   o2.alpha_W = -0.1;
-  expect_input_error([&] { factorize<double>(ExecSpace(), X, {Job{2, 0, 1, 0}}, 1, o2); },
+  expect_input_error([&] { factorize(ExecSpace(), X, {Job{2, 0, 1, 0}}, 1, o2); },
                      "--alpha-usage -0.1");
-  expect_input_error([&] { refit_usages<double>(ExecSpace(), X, {{1, 2, 3}}, 2, 1, o); },
+  expect_input_error([&] { refit_usages(ExecSpace(), X, {{1, 2, 3}}, 2, 1, o); },
                      "expected k x g = 2 x 3 = 6");
-  expect_input_error([&] { refit_usages<double>(ExecSpace(), X, {{1, 2, 3, 4, -5, 6}}, 2, 1, o); },
+  expect_input_error([&] { refit_usages(ExecSpace(), X, {{1, 2, 3, 4, -5, 6}}, 2, 1, o); },
                      "invalid value -5 at row 1, column 1");
 }
 

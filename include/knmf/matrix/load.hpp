@@ -6,6 +6,7 @@
 #include <cstddef>
 
 #include "knmf/io/h5ad.hpp"
+#include "knmf/matrix/csr_matrix.hpp"
 #include "knmf/matrix/dense_matrix.hpp"
 
 namespace knmf {
@@ -18,5 +19,16 @@ inline constexpr std::size_t default_load_block_bytes = std::size_t(64) << 20;
 template <class T>
 DenseMatrix<T> load_dense(const ExecSpace& space, const io::H5adReader& reader,
                           std::size_t block_bytes = default_load_block_bytes);
+
+/// X of `reader` (any storage format on disk) as a sparse device matrix of T (explicit zeros
+/// of a sparse file are kept; zeros of a dense file are dropped), validated likewise. Blocks
+/// hold about `block_bytes` of entries.
+template <class T>
+CsrMatrix<T> load_csr(const ExecSpace& space, const io::H5adReader& reader,
+                      std::size_t block_bytes = default_load_block_bytes);
+
+/// Stored entries of X in the file (for a dense file: its nonzeros, counted in one pass).
+std::int64_t count_nonzeros(const io::H5adReader& reader,
+                            std::size_t block_bytes = default_load_block_bytes);
 
 }  // namespace knmf

@@ -33,6 +33,7 @@ struct FactorizeConfig {
   SolverOptions solver;          ///< cNMF mode: from the run's yaml, then the overrides below
   bool solver_set = false;       ///< --solver given (cNMF mode: overrides the yaml)
   std::string dtype = "double";  ///< --dtype float|double
+  std::string format = "auto";   ///< --format auto|dense|sparse (X on the device)
   int batch = 0;                 ///< --batch N (0 = auto from the memory model)
   std::int64_t device_memory_limit = 0;  ///< --device-memory-limit BYTES (0 = none)
   bool quiet = false;            ///< --quiet
@@ -43,6 +44,20 @@ struct FactorizeConfig {
   /// Throws InputError naming the option when the configuration is inconsistent.
   void validate() const;
 };
+
+/// Density below which a sparse X is kept sparse on the device (measured crossover of the
+/// sparse gathers against dense GEMM on the CPU; see perf/RESULTS.md).
+inline constexpr double sparse_density_crossover = 0.25;
+
+/// The device format chosen for X and why (one line for the plan).
+struct FormatChoice {
+  bool sparse = false;
+  std::string reason;
+};
+/// `requested` is auto|dense|sparse; bytes are those of each format on the device.
+FormatChoice choose_format(const std::string& requested, bool file_is_sparse, double density,
+                           std::int64_t dense_bytes, std::int64_t sparse_bytes,
+                           std::int64_t budget);
 
 struct FactorizeSummary {
   std::int64_t jobs_total = 0;     ///< jobs of this worker / run

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "knmf/core/types.hpp"
+#include "knmf/matrix/csr_matrix.hpp"
 #include "knmf/matrix/dense_matrix.hpp"
 #include "knmf/random/random_state.hpp"
 #include "knmf/solver/options.hpp"
@@ -27,16 +28,19 @@ using JobSource = std::function<std::optional<Job>()>;
 /// Called after every iteration of a batch with the number of running replicates (progress).
 using IterationCallback = std::function<void(int running)>;
 
+/// The solver functions take X as any of knmf's matrix types: DenseMatrix<T> or CsrMatrix<T>
+/// (T = float or double, the compute type).
+
 /// Factorize the jobs supplied by `next_job` (all with this `k`) in batches of up to
 /// `batch_size` slots, calling `on_result` for each finished replicate.
-template <class T>
-void factorize(const ExecSpace& space, const DenseMatrix<T>& X, int k, const JobSource& next_job,
+template <class XMat>
+void factorize(const ExecSpace& space, const XMat& X, int k, const JobSource& next_job,
                int batch_size, const SolverOptions& opts, const ResultCallback& on_result,
                const IterationCallback& on_iteration = {});
 
 /// Convenience: every job of `jobs` (any mix of k; grouped by k), results ordered as `jobs`.
-template <class T>
-std::vector<ReplicateResult> factorize(const ExecSpace& space, const DenseMatrix<T>& X,
+template <class XMat>
+std::vector<ReplicateResult> factorize(const ExecSpace& space, const XMat& X,
                                        const std::vector<Job>& jobs, int batch_size,
                                        const SolverOptions& opts);
 
@@ -52,8 +56,8 @@ struct RefitResult {
 /// Fixed-H refit of the usages for each spectra matrix in `spectra` (each k x g row-major,
 /// non-negative), batched `batch_size` at a time. W starts as scikit-learn starts it:
 /// filled with sqrt(mean(X)/k) for MU, zeros for CD.
-template <class T>
-std::vector<RefitResult> refit_usages(const ExecSpace& space, const DenseMatrix<T>& X,
+template <class XMat>
+std::vector<RefitResult> refit_usages(const ExecSpace& space, const XMat& X,
                                       const std::vector<std::vector<double>>& spectra, int k,
                                       int batch_size, const SolverOptions& opts);
 

@@ -1,0 +1,91 @@
+#pragma once
+// Running the knmf driver as a separate process from tests.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace knmf::test {
+
+struct ProcResult {
+  int status = -1;  ///< exit code, or -signal
+  std::string out;  ///< stdout + stderr
+};
+
+inline std::string shell_quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+/// Run `knmf args...` to completion; stdout and stderr captured together.
+inline ProcResult run_knmf(const std::vector<std::string>& args) {
+  std::string cmd = "OMP_PROC_BIND=spread OMP_PLACES=threads " + shell_quote(KNMF_DRIVER_PATH);
+  for (const auto& a : args) cmd += " " + shell_quote(a);
+  cmd += " 2>&1";
+  ProcResult r;
+  FILE* p = popen(cmd.c_str(), "r");
+  char buf[4096];
+  size_t got;
+  while ((got = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, got);
+  const int st = pclose(p);
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -WTERMSIG(st);
+  return r;
+}
+
+/// Start `knmf args...` in the background (output to `log`); returns its pid.
+inline pid_t spawn_knmf(const std::vector<std::string>& args, const std::string& log) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    setenv("OMP_PROC_BIND", "spread", 1);
+    setenv("OMP_PLACES", "threads", 1);
+    std::freopen(log.c_str(), "w", stdout);
+    std::freopen(log.c_str(), "a", stderr);
+    std::vector<char*> argv{const_cast<char*>(KNMF_DRIVER_PATH)};
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execv(KNMF_DRIVER_PATH, argv.data());
+    _exit(127);
+  }
+  return pid;
+}
+
+/// Lines of a text (for "one line" error checks).
+inline std::vector<std::string> lines(const std::string& s) {
+  std::vector<std::string> out;
+  std::istringstream in(s);
+  for (std::string l; std::getline(in, l);)
+    if (!l.empty()) out.push_back(l);
+  return out;
+}
+
+/// True when /usr/bin/python3 can import every module in `modules`.
+inline bool have_python(const std::string& modules) {
+  const std::string cmd = "/usr/bin/python3 -c 'import " + modules + "' > /dev/null 2>&1";
+  return std::system(cmd.c_str()) == 0;
+}
+
+/// Run a Python snippet (written to a file) with /usr/bin/python3; returns exit code + output.
+inline ProcResult run_python(const std::string& code, const std::filesystem::path& dir) {
+  const auto path = dir / "snippet.py";
+  std::ofstream(path) << code;
+  ProcResult r;
+  FILE* p = popen(("/usr/bin/python3 " + path.string() + " 2>&1").c_str(), "r");
+  char buf[4096];
+  size_t got;
+  while ((got = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, got);
+  const int st = pclose(p);
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return r;
+}
+
+}  // namespace knmf::test

@@ -1,0 +1,210 @@
+// `knmf factorize` in cNMF mode, end to end on cNMF's real prepared run (pbmcA), as a process.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+
+#include "driver_support.hpp"
+#include "knmf/io/cnmf_files.hpp"
+#include "knmf/io/dataframe.hpp"
+#include "test_support.hpp"
+
+namespace {
+using namespace knmf;
+using namespace knmf::test;
+namespace fs = std::filesystem;
+
+fs::path prepare_dir() { return shared_dir() / "data" / "cnmf-pbmc-donor-a" / "prepare" / "pbmcA"; }
+fs::path reference_tmp() {
+  return shared_dir() / "data" / "cnmf-pbmc-donor-a" / "reference" / "pbmcA" / "cnmf_tmp";
+}
+
+/// A writable copy of cNMF's prepare outputs.
+void copy_run(const fs::path& to) {
+  fs::copy(prepare_dir(), to / "pbmcA", fs::copy_options::recursive);
+  for (auto& e : fs::recursive_directory_iterator(to))
+    fs::permissions(e.path(), fs::perms::owner_write, fs::perm_options::add);
+}
+
+std::set<std::string> spectra_files(const fs::path& dir) {
+  std::set<std::string> s;
+  for (auto& e : fs::directory_iterator(dir / "pbmcA" / "cnmf_tmp")) {
+    const auto name = e.path().filename().string();
+    // final names only (a killed writer's temporary is `.NAME...knmf-tmp-*`)
+    if (name[0] != '.' && name.find(".spectra.k_") != std::string::npos) s.insert(name);
+  }
+  return s;
+}
+
+class CnmfMode : public ::testing::Test {
+protected:
+  void SetUp() override {
+    if (!require_shared("the cNMF-mode driver tests")) {
+      if (std::getenv("KNMF_ALLOW_MISSING_SHARED")) GTEST_SKIP();
+      FAIL() << "../shared is missing";
+    }
+  }
+};
+
+TEST_F(CnmfMode, DropInForCnmfFactorizeMatchesCnmfsRun) {
+  TempDir tmp("knmf-cnmf");
+  copy_run(tmp.path());
+  const auto r = run_knmf({"factorize", "--output-dir", tmp.path().string(), "--name", "pbmcA"});
+  ASSERT_EQ(r.status, 0) << r.out;
+  ASSERT_EQ(spectra_files(tmp.path()).size(), 80u);
+  io::CnmfPaths paths(tmp.path().string(), "pbmcA");
+  const auto jobs = io::read_cnmf_job_table(paths.nmf_replicate_parameters());
+  int within = 0;
+  double worst = 0;
+  for (int k : {5, 6, 7, 8}) {
+    const auto ref = io::read_df_npz((reference_tmp() / ("pbmcA.spectra.k_" + std::to_string(k) +
+                                                         ".merged.df.npz")).string());
+    for (int it = 0; it < 20; ++it) {
+      const auto df = io::read_df_npz(paths.iter_spectra(k, it));
+      ASSERT_EQ(df.rows, k);
+      ASSERT_EQ(df.cols, ref.cols);
+      for (int t = 0; t < k; ++t) EXPECT_EQ(std::get<std::int64_t>(df.index[size_t(t)]), t + 1);
+      EXPECT_EQ(df.columns, ref.columns);
+      double dmax = 0, smax = 0;
+      for (int t = 0; t < k; ++t) {
+        const std::string label = "iter" + std::to_string(it) + "_topic" + std::to_string(t + 1);
+        std::int64_t row = -1;
+        for (std::int64_t q = 0; q < ref.rows; ++q)
+          if (std::get<std::string>(ref.index[size_t(q)]) == label) row = q;
+        ASSERT_GE(row, 0);
+        for (std::int64_t j = 0; j < df.cols; ++j) {
+          dmax = std::max(dmax, std::abs(df.at(t, j) - ref.at(row, j)));
+          smax = std::max(smax, std::abs(ref.at(row, j)));
+        }
+      }
+      worst = std::max(worst, dmax / smax);
+      within += dmax / smax < 1e-5;
+    }
+  }
+  std::printf("cNMF drop-in: %d/80 jobs within 1e-5 of cNMF's merged spectra, worst %.3g\n",
+              within, worst);
+  EXPECT_GE(within, 76);  // >= 95%
+
+  if (!have_python("numpy, pandas")) {
+    std::printf("*** python3 with numpy/pandas missing: pandas load check not run ***\n");
+    return;
+  }
+  // Load every file exactly as cNMF's combine does.
+  const auto py = run_python(R"(
+import glob, sys, numpy as np, pandas as pd
+files = sorted(glob.glob(sys.argv[1] if len(sys.argv) > 1 else ')" +
+                                 (tmp.path() / "pbmcA" / "cnmf_tmp").string() + R"(/pbmcA.spectra.k_*.iter_*.df.npz'))
+genes = [l.strip() for l in open(')" + (prepare_dir() / "pbmcA.overdispersed_genes.txt").string() + R"(')]
+assert len(files) == 80, len(files)
+for f in files:
+    k = int(f.split('.k_')[1].split('.')[0])
+    df = pd.DataFrame(**np.load(f, allow_pickle=True))
+    assert df.shape == (k, 2000), (f, df.shape)
+    assert list(df.index) == list(range(1, k + 1)), f
+    assert list(df.columns) == genes, f
+    assert df.values.dtype == np.float64
+    df2 = pd.DataFrame(**np.load(f, allow_pickle=False))
+    assert df2.equals(df)
+print('pandas ok', len(files))
+)",
+                             tmp.path());
+  EXPECT_EQ(py.status, 0) << py.out;
+  EXPECT_NE(py.out.find("pandas ok 80"), std::string::npos) << py.out;
+}
+
+TEST_F(CnmfMode, TwoWorkersWriteExactlyTheEightyFiles) {
+  TempDir tmp("knmf-workers");
+  copy_run(tmp.path());
+  const std::string dir = tmp.path().string();
+  const auto a = run_knmf({"factorize", "--output-dir", dir, "--name", "pbmcA", "--worker-index",
+                           "0", "--total-workers", "2", "--quiet"});
+  ASSERT_EQ(a.status, 0) << a.out;
+  const auto first = spectra_files(tmp.path());
+  EXPECT_EQ(first.size(), 40u);
+  const auto b = run_knmf({"factorize", "--output-dir", dir, "--name", "pbmcA", "--worker-index",
+                           "1", "--total-workers", "2", "--quiet"});
+  ASSERT_EQ(b.status, 0) << b.out;
+  const auto all = spectra_files(tmp.path());
+  EXPECT_EQ(all.size(), 80u);
+  std::set<std::string> expect;
+  for (int k : {5, 6, 7, 8})
+    for (int it = 0; it < 20; ++it)
+      expect.insert("pbmcA.spectra.k_" + std::to_string(k) + ".iter_" + std::to_string(it) + ".df.npz");
+  EXPECT_EQ(all, expect);
+}
+
+TEST_F(CnmfMode, KilledRunResumesWithSkipCompletedRuns) {
+  TempDir tmp("knmf-kill");
+  copy_run(tmp.path());
+  const std::string dir = tmp.path().string();
+  const std::vector<std::string> args{"factorize", "--output-dir", dir, "--name", "pbmcA",
+                                      "--batch", "4"};
+  const pid_t pid = spawn_knmf(args, (tmp.path() / "log1.txt").string());
+  // wait until a few replicates are written, then kill without warning
+  for (int i = 0; i < 600 && spectra_files(tmp.path()).size() < 6; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  kill(pid, SIGKILL);
+  int st = 0;
+  waitpid(pid, &st, 0);
+  const auto before = spectra_files(tmp.path());
+  ASSERT_GE(before.size(), 6u);
+  ASSERT_LT(before.size(), 80u) << "the run finished before it could be killed";
+  // every file under a final name is complete
+  std::map<std::string, fs::file_time_type> mtimes;
+  for (const auto& f : before) {
+    const auto p = tmp.path() / "pbmcA" / "cnmf_tmp" / f;
+    EXPECT_NO_THROW(io::read_df_npz(p.string())) << f;
+    mtimes[f] = fs::last_write_time(p);
+  }
+  auto resumed = args;
+  resumed.push_back("--skip-completed-runs");
+  const auto r = run_knmf(resumed);
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find(std::to_string(before.size()) + " already complete"), std::string::npos) << r.out;
+  const auto after = spectra_files(tmp.path());
+  EXPECT_EQ(after.size(), 80u);
+  for (const auto& [f, t] : mtimes)
+    EXPECT_EQ(fs::last_write_time(tmp.path() / "pbmcA" / "cnmf_tmp" / f), t) << f << " was redone";
+  // no temporary files left behind by the resumed run
+  for (auto& e : fs::directory_iterator(tmp.path() / "pbmcA" / "cnmf_tmp"))
+    EXPECT_EQ(e.path().filename().string().find("knmf-tmp"), std::string::npos) << e.path();
+}
+
+TEST(DriverErrors, OneLineMessagesAndNonZeroExit) {
+  TempDir tmp("knmf-args");
+  struct Case {
+    std::vector<std::string> args;
+    std::string needle;
+  };
+  const std::string missing = (tmp.path() / "nope").string();
+  const std::vector<Case> cases{
+      {{"factorize", "--bogus-option"}, "--bogus-option"},
+      {{"nonsense-command"}, "nonsense-command"},
+      {{"factorize", "--output-dir", missing, "--name", "x"}, missing},
+      {{"factorize", (tmp.path() / "in.h5ad").string(), "-k", "0", "-o", (tmp.path() / "r.h5").string()},
+       "-k 0"},
+      {{"factorize", "--output-dir", tmp.path().string(), "--name", "x", "--batch", "zero"},
+       "--batch 'zero'"},
+      {{"factorize", "--output-dir", tmp.path().string(), "--name", "x", "--dtype", "half"},
+       "--dtype 'half'"},
+  };
+  for (const auto& c : cases) {
+    const auto r = run_knmf(c.args);
+    EXPECT_NE(r.status, 0) << c.args[0] << " " << c.needle;
+    const auto ls = lines(r.out);
+    ASSERT_EQ(ls.size(), 1u) << r.out;
+    EXPECT_NE(ls[0].find(c.needle), std::string::npos) << ls[0];
+  }
+}
+
+TEST_F(CnmfMode, OutputDirectoryThatIsNotADirectoryIsRefused) {
+  TempDir tmp("knmf-notdir");
+  copy_run(tmp.path());
+  const auto file = tmp.path() / "pbmcA" / "pbmcA.overdispersed_genes.txt";
+  const auto r = run_knmf({"factorize", "--output-dir", file.string(), "--name", "pbmcA"});
+  EXPECT_NE(r.status, 0);
+  ASSERT_EQ(lines(r.out).size(), 1u) << r.out;
+  EXPECT_NE(r.out.find(file.string()), std::string::npos) << r.out;
+}
+
+}  // namespace
