@@ -26,18 +26,18 @@ struct ChunkStats {
 };
 }  // namespace
 
-template <class T>
-ValueStats value_stats(const ExecSpace& space, const T* data, size_type count, size_type chunk) {
+template <class Space, class T>
+ValueStats value_stats_impl(const Space& space, const T* data, size_type count, size_type chunk) {
   KNMF_ASSERT(chunk > 0, "chunk must be positive");
   ValueStats out;
   out.count = count;
   if (count == 0) return out;
   const size_type nchunks = (count + chunk - 1) / chunk;
-  Kokkos::View<ChunkStats*, MemSpace> partial(
+  Kokkos::View<ChunkStats*, typename Space::memory_space> partial(
       Kokkos::view_alloc(space, Kokkos::WithoutInitializing, "knmf::stats::partial"), nchunks);
   Kokkos::parallel_for(
       "knmf::stats::chunks",
-      Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<size_type>>(space, 0, nchunks),
+      Kokkos::RangePolicy<Space, Kokkos::IndexType<size_type>>(space, 0, nchunks),
       KOKKOS_LAMBDA(const size_type c) {
         const size_type b = c * chunk;
         const size_type e = (b + chunk < count) ? b + chunk : count;
@@ -84,7 +84,19 @@ ValueStats value_stats(const ExecSpace& space, const T* data, size_type count, s
   return out;
 }
 
+template <class T>
+ValueStats value_stats(const ExecSpace& space, const T* data, size_type count, size_type chunk) {
+  return value_stats_impl(space, data, count, chunk);
+}
+
+template <class T>
+ValueStats host_value_stats(const T* data, size_type count, size_type chunk) {
+  return value_stats_impl(Kokkos::DefaultHostExecutionSpace(), data, count, chunk);
+}
+
 template ValueStats value_stats<float>(const ExecSpace&, const float*, size_type, size_type);
 template ValueStats value_stats<double>(const ExecSpace&, const double*, size_type, size_type);
+template ValueStats host_value_stats<float>(const float*, size_type, size_type);
+template ValueStats host_value_stats<double>(const double*, size_type, size_type);
 
 }  // namespace knmf

@@ -189,18 +189,38 @@ FactorizeSummary run_typed(const FactorizeConfig& c, std::ostream& log) {
   const auto choice =
       choose_format(c.format, file_sparse, density, dense_bytes, sparse_bytes, budget);
   const std::int64_t bytes_x = choice.sparse ? sparse_bytes : dense_bytes;
-  if (!c.quiet)
-    log << "plan: X on the device as " << (choice.sparse ? "sparse CSR + CSC" : "dense") << " ("
-        << choice.reason << "), " << format_bytes(double(bytes_x)) << "\n";
-  if (bytes_x >= budget)
-    input_error("X (", plan.x_path, ") needs ", format_bytes(double(bytes_x)),
-                " on the device as a ", choice.sparse ? "sparse" : "dense", " ", c.dtype,
-                " matrix but only ", format_bytes(double(budget)), " are available");
+  // In core when X and one replicate of the largest k fit; otherwise X stays in host memory
+  // and streams through two device buffers (a quarter of the room left after one replicate
+  // each), the rest going to replicates.
+  int k_max = 1;
+  for (const auto& j : plan.jobs) k_max = std::max(k_max, j.k);
+  const std::int64_t one = bytes_per_replicate(info.n_obs, info.n_vars, k_max, s, false) +
+                           std::int64_t(k_max) * std::max(info.n_obs, info.n_vars) * s +
+                           (std::int64_t(8) << 20);
   const std::int64_t used0 = used_device_bytes();
   ExecSpace space;
-  if (choice.sparse)
-    return run_jobs(c, plan, sum, load_csr<T>(space, reader), genes, budget, bytes_x, used0, t0, log);
-  return run_jobs(c, plan, sum, load_dense<T>(space, reader), genes, budget, bytes_x, used0, t0, log);
+  if (bytes_x + one <= budget) {
+    if (!c.quiet)
+      log << "plan: X in device memory as " << (choice.sparse ? "sparse CSR + CSC" : "dense")
+          << " (" << choice.reason << "), " << format_bytes(double(bytes_x)) << "\n";
+    if (choice.sparse)
+      return run_jobs(c, plan, sum, load_csr<T>(space, reader), genes, budget, bytes_x, used0, t0, log);
+    return run_jobs(c, plan, sum, load_dense<T>(space, reader), genes, budget, bytes_x, used0, t0, log);
+  }
+  const std::int64_t buffer = (budget - one) / 4;
+  if (buffer <= 0)
+    input_error("not enough device memory: one replicate of k = ", k_max, " needs ",
+                format_bytes(double(one)), " next to X's streaming buffers, but only ",
+                format_bytes(double(budget)), " are available");
+  auto X = StreamedMatrix<T>::load(space, reader, choice.sparse, buffer);
+  if (!c.quiet)
+    log << "plan: X (" << format_bytes(double(bytes_x)) << " as "
+        << (choice.sparse ? "sparse CSR + CSC" : "dense") << ", " << choice.reason
+        << ") does not fit the device budget of " << format_bytes(double(budget))
+        << " next to the factors: streamed from host memory in " << X.num_blocks()
+        << " row blocks through two buffers of " << format_bytes(double(X.device_bytes() / 2))
+        << "\n";
+  return run_jobs(c, plan, sum, X, genes, budget, X.device_bytes(), used0, t0, log);
 }
 
 template <class XMat>

@@ -73,7 +73,7 @@ BatchPlan plan_batch(std::int64_t n, std::int64_t g, int k, int s, std::int64_t 
   p.bytes_x = bytes_x;
   p.budget = budget;
   p.bytes_per_slot = bytes_per_replicate(n, g, k, s, refit_mu);
-  p.bytes_fixed = std::int64_t(k) * std::max(n, g) * s + (std::int64_t(64) << 20);  // result stage, slack
+  p.bytes_fixed = std::int64_t(k) * std::max(n, g) * s + (std::int64_t(8) << 20);  // result stage, slack
   const std::int64_t room = budget - bytes_x - p.bytes_fixed;
   if (requested_R > 0) {
     p.R = requested_R;

@@ -121,6 +121,8 @@ KNMF_INSTANTIATE(DenseMatrix<float>)
 KNMF_INSTANTIATE(DenseMatrix<double>)
 KNMF_INSTANTIATE(CsrMatrix<float>)
 KNMF_INSTANTIATE(CsrMatrix<double>)
+KNMF_INSTANTIATE(StreamedMatrix<float>)
+KNMF_INSTANTIATE(StreamedMatrix<double>)
 #undef KNMF_INSTANTIATE
 
 }  // namespace knmf

@@ -31,4 +31,9 @@ template <class T>
 ValueStats value_stats(const ExecSpace& space, const T* data, size_type count,
                        size_type chunk = default_reduction_chunk);
 
+/// The same statistics (same chunking, so the same numbers) of values in host memory.
+template <class T>
+ValueStats host_value_stats(const T* data, size_type count,
+                            size_type chunk = default_reduction_chunk);
+
 }  // namespace knmf

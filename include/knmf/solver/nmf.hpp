@@ -15,6 +15,7 @@
 #include "knmf/core/types.hpp"
 #include "knmf/matrix/csr_matrix.hpp"
 #include "knmf/matrix/dense_matrix.hpp"
+#include "knmf/matrix/streamed_matrix.hpp"
 #include "knmf/random/random_state.hpp"
 #include "knmf/solver/options.hpp"
 #include "knmf/solver/result.hpp"
@@ -28,8 +29,9 @@ using JobSource = std::function<std::optional<Job>()>;
 /// Called after every iteration of a batch with the number of running replicates (progress).
 using IterationCallback = std::function<void(int running)>;
 
-/// The solver functions take X as any of knmf's matrix types: DenseMatrix<T> or CsrMatrix<T>
-/// (T = float or double, the compute type).
+/// The solver functions take X as any of knmf's matrix types: DenseMatrix<T>, CsrMatrix<T>
+/// (in device memory) or StreamedMatrix<T> (host memory, streamed in row blocks), with
+/// T = float or double, the compute type.
 
 /// Factorize the jobs supplied by `next_job` (all with this `k`) in batches of up to
 /// `batch_size` slots, calling `on_result` for each finished replicate.

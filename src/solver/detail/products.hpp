@@ -10,6 +10,7 @@
 #include "knmf/core/compat.hpp"
 #include "knmf/matrix/csr_matrix.hpp"
 #include "knmf/matrix/dense_matrix.hpp"
+#include "knmf/matrix/streamed_matrix.hpp"
 #include "kernels.hpp"
 
 namespace knmf::detail {
@@ -28,12 +29,16 @@ void wt_times_x(const ExecSpace& space, const DenseMatrix<T>& X, const Matrix<T>
   compat::gemm(space, "N", "T", T(1), W, X.xt(), T(0), Q);
 }
 
-/// out(:, a) = sum over row a of A of A(a, b) * in(:, b)   (in, out: LayoutLeft, Rk rows).
-template <class T, class Crs>
-void spmm_gather(const ExecSpace& space, const Crs& A, const Matrix<T>& in, const Matrix<T>& out) {
-  const auto row_map = A.graph.row_map;
-  const auto entries = A.graph.entries;
-  const auto values = A.values;
+/// out(:, a) = [out(:, a) +] sum over row a of A of A(a, b) * in(:, b), for the first
+/// out.extent(1) rows of a CSR matrix given by raw views: row_map holds 64-bit offsets that
+/// index entries/values after subtracting `base` (a streamed block keeps the global offsets of
+/// X, which may pass 2^32, while its arrays hold only the block). With `accumulate` the sum
+/// continues from out's value, term by term, so a product split into row blocks of X yields
+/// exactly the in-core sums.
+template <class T, class RowMap, class Entries, class Values>
+void spmm_gather(const ExecSpace& space, const RowMap& row_map, size_type base,
+                 const Entries& entries, const Values& values, const Matrix<T>& in,
+                 const Matrix<T>& out, bool accumulate) {
   const size_type rows = out.extent(0);
   const size_type m = out.extent(1);
   if constexpr (exec_on_host) {
@@ -45,25 +50,24 @@ void spmm_gather(const ExecSpace& space, const Crs& A, const Matrix<T>& in, cons
         Kokkos::RangePolicy<ExecSpace, Kokkos::Schedule<Kokkos::Dynamic>,
                             Kokkos::IndexType<size_type>>(space, 0, m, Kokkos::ChunkSize(8)),
         KOKKOS_LAMBDA(const size_type a) {
-          const size_type p0 = row_map(a), p1 = row_map(a + 1);
+          const size_type p0 = row_map(a) - base, p1 = row_map(a + 1) - base;
           T* __restrict__ dst = &out(0, a);
-          size_type rb = 0;
-          for (; rb + B <= rows; rb += B) {
-            T acc[B] = {};
-            for (size_type p = p0; p < p1; ++p) {
-              const T x = values(p);
-              const T* __restrict__ src = &in(rb, entries(p));
-              for (size_type r = 0; r < B; ++r) acc[r] += x * src[r];
-            }
-            for (size_type r = 0; r < B; ++r) dst[rb + r] = acc[r];
-          }
-          if (rb < rows) {
-            T acc[B] = {};
-            const size_type len = rows - rb;
-            for (size_type p = p0; p < p1; ++p) {
-              const T x = values(p);
-              const T* __restrict__ src = &in(rb, entries(p));
-              for (size_type r = 0; r < len; ++r) acc[r] += x * src[r];
+          for (size_type rb = 0; rb < rows; rb += B) {
+            const size_type len = rows - rb < B ? rows - rb : B;
+            T acc[B];
+            for (size_type r = 0; r < B; ++r) acc[r] = (accumulate && r < len) ? dst[rb + r] : T(0);
+            if (len == B) {
+              for (size_type p = p0; p < p1; ++p) {
+                const T x = values(p);
+                const T* __restrict__ src = &in(rb, entries(p));
+                for (size_type r = 0; r < B; ++r) acc[r] += x * src[r];
+              }
+            } else {
+              for (size_type p = p0; p < p1; ++p) {
+                const T x = values(p);
+                const T* __restrict__ src = &in(rb, entries(p));
+                for (size_type r = 0; r < len; ++r) acc[r] += x * src[r];
+              }
             }
             for (size_type r = 0; r < len; ++r) dst[rb + r] = acc[r];
           }
@@ -73,14 +77,19 @@ void spmm_gather(const ExecSpace& space, const Crs& A, const Matrix<T>& in, cons
         "knmf::spmm_gather", TeamPolicy(space, int(m), team_size_for(int(rows))),
         KOKKOS_LAMBDA(const Member& team) {
           const size_type a = team.league_rank();
-          const size_type p0 = row_map(a), p1 = row_map(a + 1);
+          const size_type p0 = row_map(a) - base, p1 = row_map(a + 1) - base;
           Kokkos::parallel_for(Kokkos::TeamThreadRange(team, rows), [&](const size_type r) {
-            T acc = T(0);
+            T acc = accumulate ? out(r, a) : T(0);
             for (size_type p = p0; p < p1; ++p) acc += values(p) * in(r, entries(p));
             out(r, a) = acc;
           });
         });
   }
+}
+
+template <class T, class Crs>
+void spmm_gather(const ExecSpace& space, const Crs& A, const Matrix<T>& in, const Matrix<T>& out) {
+  spmm_gather(space, A.graph.row_map, 0, A.graph.entries, A.values, in, out, false);
 }
 
 /// P = H X^T for sparse X: gather over the rows of X.
@@ -95,6 +104,38 @@ template <class T>
 void wt_times_x(const ExecSpace& space, const CsrMatrix<T>& X, const Matrix<T>& W,
                 const Matrix<T>& Q) {
   spmm_gather(space, X.xt(), W, Q);
+}
+
+/// P = H X^T for a streamed X: one pass over the row blocks, each filling its columns of P.
+template <class T>
+void x_times_ht(const ExecSpace& space, const StreamedMatrix<T>& X, const Matrix<T>& H,
+                const Matrix<T>& P) {
+  const size_type rk = P.extent(0);
+  X.for_each_block(space, false, [&](const StreamBlock<T>& b) {
+    Matrix<T> Pb(&P(0, b.r0), rk, b.rows());
+    if (!X.sparse())
+      compat::gemm(space, "N", "N", T(1), H, b.xt, T(0), Pb);
+    else
+      spmm_gather(space, b.row_map, b.base, b.entries, b.values, H, Pb, false);
+  });
+}
+
+/// Q = W X for a streamed X: one pass over the row blocks, accumulating into Q.
+template <class T>
+void wt_times_x(const ExecSpace& space, const StreamedMatrix<T>& X, const Matrix<T>& W,
+                const Matrix<T>& Q) {
+  const size_type rk = W.extent(0);
+  bool first = true;
+  X.for_each_block(space, X.sparse(), [&](const StreamBlock<T>& b) {
+    if (!X.sparse()) {
+      Matrix<T> Wb(&W(0, b.r0), rk, b.rows());
+      compat::gemm(space, "N", "T", T(1), Wb, b.xt, first ? T(0) : T(1), Q);
+    } else {
+      // CSC of the block: rows of X^T are genes, entries are global cell indices into W.
+      spmm_gather(space, b.row_map, b.base, b.entries, b.values, W, Q, !first);
+    }
+    first = false;
+  });
 }
 
 }  // namespace knmf::detail

@@ -1,0 +1,41 @@
+#pragma once
+// for_each_block of StreamedMatrix (a template over the callback).
+#include "knmf/core/compat.hpp"
+
+namespace knmf {
+
+namespace detail {
+/// A second instance of the execution space for copies: its own stream on CUDA; the same
+/// (synchronous) instance elsewhere.
+class CopyInstance {
+public:
+  CopyInstance();
+  ~CopyInstance();
+  CopyInstance(const CopyInstance&) = delete;
+  CopyInstance& operator=(const CopyInstance&) = delete;
+  const ExecSpace& space() const { return space_; }
+
+private:
+  ExecSpace space_;
+  void* stream_ = nullptr;
+};
+}  // namespace detail
+
+template <class T>
+template <class F>
+void StreamedMatrix<T>::for_each_block(const ExecSpace& space, bool transposed, F&& f) const {
+  compat::ScopedRegion region(transposed ? "knmf::stream::csc" : "knmf::stream::rows");
+  detail::CopyInstance copy;
+  const int nb = num_blocks();
+  upload(copy.space(), 0, 0, transposed);
+  for (int b = 0; b < nb; ++b) {
+    compat::fence(copy.space(), "knmf::stream::block_ready");
+    // block b - 1's compute must be done before its buffer takes block b + 1
+    compat::fence(space, "knmf::stream::buffer_free");
+    if (b + 1 < nb) upload(copy.space(), b + 1, (b + 1) % 2, transposed);
+    f(block_view(b, b % 2, transposed));
+  }
+  compat::fence(space, "knmf::stream::done");
+}
+
+}  // namespace knmf

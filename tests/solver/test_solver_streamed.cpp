@@ -1,0 +1,167 @@
+// Out-of-core X (host memory, streamed in row blocks through two device buffers) against the
+// in-core matrices, and the 64-bit offset arithmetic of sparse blocks.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "knmf/core/error.hpp"
+#include "knmf/io/h5ad.hpp"
+#include "knmf/matrix/load.hpp"
+#include "solver/detail/products.hpp"
+#include "solver_fixtures.hpp"
+
+namespace {
+using namespace knmf;
+using namespace knmf::test;
+
+struct HostCsr {
+  std::vector<size_type> offsets{0};
+  std::vector<ordinal_type> cols;
+  std::vector<double> values;
+};
+
+/// A sparse-ish random matrix with empty rows and columns.
+void make_matrix(size_type n, size_type g, std::vector<double>& dense, HostCsr& csr) {
+  std::mt19937_64 rng(99);
+  dense.assign(size_t(n * g), 0.0);
+  for (size_type i = 0; i < n; ++i) {
+    for (size_type j = 0; j < g; ++j) {
+      if (i % 17 == 3 || j == 4) continue;  // empty rows and a column
+      if (rng() % 100 < 30) {
+        const double v = double(1 + rng() % 50) / 7.0 * (1.0 + double(j % 5));
+        dense[size_t(i * g + j)] = v;
+        csr.cols.push_back(ordinal_type(j));
+        csr.values.push_back(v);
+      }
+    }
+    csr.offsets.push_back(size_type(csr.values.size()));
+  }
+}
+
+SolverOptions opts(SolverKind s) {
+  SolverOptions o;
+  o.solver = s;
+  o.tol = 1e-5;
+  o.max_iter = 300;
+  o.return_W = true;
+  return o;
+}
+
+TEST(Streamed, SparseIsBitwiseEqualToInCoreFor2_3_7Blocks) {
+  const size_type n = 140, g = 31;
+  std::vector<double> dense;
+  HostCsr c;
+  make_matrix(n, g, dense, c);
+  auto S = CsrMatrix<double>::from_host(ExecSpace(), n, g, c.offsets.data(), c.cols.data(), c.values.data());
+  std::vector<Job> jobs{{3, 0, 11, 0}, {3, 1, 12, 1}, {3, 2, 13, 2}};
+  for (auto s : {SolverKind::mu, SolverKind::cd}) {
+    const auto ref = factorize(ExecSpace(), S, jobs, 2, opts(s));
+    for (int want : {2, 3, 7}) {
+      // the smallest buffer that holds 1/want of the entries (plus the column map)
+      const size_type per = sizeof(double) + sizeof(ordinal_type);
+      const size_type buffer = 8 * (g + 1) + per * (size_type(c.values.size()) / want + 12);
+      auto X = StreamedMatrix<double>::from_host_csr(ExecSpace(), n, g, c.offsets.data(), c.cols.data(),
+                                                     c.values.data(), buffer);
+      ASSERT_GE(X.num_blocks(), want) << "buffer " << buffer;
+      ASSERT_LE(X.num_blocks(), want + 1) << "buffer " << buffer;
+      const auto res = factorize(ExecSpace(), X, jobs, 2, opts(s));
+      for (size_t i = 0; i < jobs.size(); ++i) {
+        EXPECT_EQ(res[i].n_iter, ref[i].n_iter);
+        EXPECT_EQ(res[i].H, ref[i].H) << to_string(s) << " blocks " << X.num_blocks();  // bitwise
+        EXPECT_EQ(res[i].W, ref[i].W) << to_string(s) << " blocks " << X.num_blocks();
+        EXPECT_EQ(res[i].final_error, ref[i].final_error);
+      }
+      const auto rf = refit_usages(ExecSpace(), X, {ref[0].H}, 3, 1, opts(s));
+      const auto rf0 = refit_usages(ExecSpace(), S, {ref[0].H}, 3, 1, opts(s));
+      EXPECT_EQ(rf[0].W, rf0[0].W);
+    }
+  }
+}
+
+// Dense blocks accumulate Q = W X block by block in BLAS, so the sums associate differently
+// from one GEMM: equal to rounding (bound: 1e-10 relative after hundreds of iterations).
+TEST(Streamed, DenseMatchesInCoreFor2_3_7Blocks) {
+  const size_type n = 140, g = 31;
+  std::vector<double> dense;
+  HostCsr c;
+  make_matrix(n, g, dense, c);
+  auto D = DenseMatrix<double>::from_host(ExecSpace(), n, g, dense.data());
+  std::vector<Job> jobs{{3, 0, 21, 0}, {3, 1, 22, 1}};
+  for (auto s : {SolverKind::mu, SolverKind::cd}) {
+    const auto ref = factorize(ExecSpace(), D, jobs, 2, opts(s));
+    for (int want : {2, 3, 7}) {
+      const size_type rows = (n + want - 1) / want;
+      auto X = StreamedMatrix<double>::from_host_dense(ExecSpace(), n, g, dense.data(),
+                                                       rows * g * size_type(sizeof(double)));
+      ASSERT_EQ(X.num_blocks(), want);
+      const auto res = factorize(ExecSpace(), X, jobs, 2, opts(s));
+      for (size_t i = 0; i < jobs.size(); ++i) {
+        EXPECT_EQ(res[i].n_iter, ref[i].n_iter);
+        EXPECT_LT(max_rel_diff(res[i].H, ref[i].H), 1e-10) << to_string(s) << " blocks " << want;
+        EXPECT_LT(max_rel_diff(res[i].W, ref[i].W), 1e-10) << to_string(s) << " blocks " << want;
+      }
+    }
+  }
+}
+
+TEST(Streamed, RealMatrixSparseStreamedEqualsInCore) {
+  KNMF_REQUIRE_SHARED("the streamed pbmcA test");
+  auto reader = io::H5adReader::open(shared_dir() / "data" / "cnmf-pbmc-donor-a" / "prepare" /
+                                     "pbmcA" / "cnmf_tmp" / "pbmcA.norm_counts.h5ad");
+  auto S = load_csr<double>(ExecSpace(), reader);
+  auto X = StreamedMatrix<double>::load(ExecSpace(), reader, true, 1 << 20);
+  EXPECT_GT(X.num_blocks(), 2);
+  EXPECT_EQ(X.nnz(), S.nnz());
+  EXPECT_EQ(X.stats().norm2, S.stats().norm2);
+  std::vector<Job> jobs{{5, 0, 59886188, 0}, {5, 1, 1812018521, 1}};
+  const auto a = factorize(ExecSpace(), S, jobs, 2, opts(SolverKind::cd));
+  const auto b = factorize(ExecSpace(), X, jobs, 2, opts(SolverKind::cd));
+  for (size_t i = 0; i < jobs.size(); ++i) EXPECT_EQ(a[i].H, b[i].H);
+}
+
+// Sparse blocks keep X's global 64-bit row offsets: a block late in a matrix with more than
+// 2^32 stored entries indexes its local arrays with offset - base. Built here with offsets
+// near 2^33 over small arrays (a matrix that large is not needed to exercise the arithmetic).
+TEST(Streamed, SparseBlockOffsetsBeyond2To32) {
+  const size_type base = (size_type(1) << 33) + 12345;
+  const size_type rows = 4, g = 6, rk = 3;
+  std::vector<size_type> map{base, base + 2, base + 2, base + 5, base + 6};
+  std::vector<ordinal_type> ent{0, 5, 1, 2, 3, 4};
+  std::vector<double> val{1, 2, 3, 4, 5, 6};
+  Kokkos::View<size_type*, MemSpace> d_map("map", map.size());
+  Kokkos::View<ordinal_type*, MemSpace> d_ent("ent", ent.size());
+  Kokkos::View<double*, MemSpace> d_val("val", val.size());
+  auto copy = [](auto& d, auto& h) {
+    auto m = Kokkos::create_mirror_view(d);
+    for (size_t i = 0; i < h.size(); ++i) m(i) = h[i];
+    Kokkos::deep_copy(d, m);
+  };
+  copy(d_map, map);
+  copy(d_ent, ent);
+  copy(d_val, val);
+  Matrix<double> H("H", rk, g), P("P", rk, rows);
+  auto hH = Kokkos::create_mirror_view(H);
+  for (size_type r = 0; r < rk; ++r)
+    for (size_type j = 0; j < g; ++j) hH(r, j) = double(10 * r + j);
+  Kokkos::deep_copy(H, hH);
+  detail::spmm_gather(ExecSpace(), d_map, base, d_ent, d_val, H, P, false);
+  auto hP = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), P);
+  for (size_type i = 0; i < rows; ++i)
+    for (size_type r = 0; r < rk; ++r) {
+      double e = 0;
+      for (size_type p = map[size_t(i)]; p < map[size_t(i) + 1]; ++p)
+        e += val[size_t(p - base)] * hH(r, ent[size_t(p - base)]);
+      EXPECT_EQ(hP(r, i), e) << i << "," << r;
+    }
+  // and the counts that feed such offsets are 64-bit end to end
+  static_assert(sizeof(size_type) == 8, "offsets must be 64-bit");
+  static_assert(std::is_same_v<CsrMatrix<float>::crs_type::size_type, std::int64_t>,
+                "CrsMatrix offsets must be 64-bit");
+}
+
+TEST(Streamed, BufferTooSmallForOneRowIsAnError) {
+  std::vector<double> x(4 * 5, 1.0);
+  EXPECT_THROW(StreamedMatrix<double>::from_host_dense(ExecSpace(), 4, 5, x.data(), 16), InputError);
+}
+
+}  // namespace
