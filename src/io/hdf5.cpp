@@ -180,6 +180,74 @@ void write_int_attr(const std::string& file, hid_t obj, const char* name,
     fail(file, std::string("cannot write attribute ") + name);
 }
 
+void write_int_scalar_attr(const std::string& file, hid_t obj, const char* name,
+                           std::int64_t value) {
+  Dataspace space(H5Screate(H5S_SCALAR));
+  Attribute attr = create_attr(file, obj, name, H5T_STD_I64LE, space.get());
+  if (H5Awrite(attr.get(), H5T_NATIVE_INT64, &value) < 0)
+    fail(file, std::string("cannot write attribute ") + name);
+}
+
+void write_double_scalar_attr(const std::string& file, hid_t obj, const char* name, double value) {
+  Dataspace space(H5Screate(H5S_SCALAR));
+  Attribute attr = create_attr(file, obj, name, H5T_IEEE_F64LE, space.get());
+  if (H5Awrite(attr.get(), H5T_NATIVE_DOUBLE, &value) < 0)
+    fail(file, std::string("cannot write attribute ") + name);
+}
+
+std::optional<std::vector<double>> double_attr(hid_t obj, const char* name) {
+  if (H5Aexists(obj, name) <= 0) return std::nullopt;
+  Attribute attr(H5Aopen(obj, name, H5P_DEFAULT));
+  if (!attr) return std::nullopt;
+  Datatype type(H5Aget_type(attr.get()));
+  const H5T_class_t cls = H5Tget_class(type.get());
+  if (cls != H5T_INTEGER && cls != H5T_FLOAT) return std::nullopt;
+  Dataspace space(H5Aget_space(attr.get()));
+  const hssize_t n = H5Sget_simple_extent_npoints(space.get());
+  if (n < 0) return std::nullopt;
+  std::vector<double> v(static_cast<std::size_t>(n));
+  if (n > 0 && H5Aread(attr.get(), H5T_NATIVE_DOUBLE, v.data()) < 0) return std::nullopt;
+  return v;
+}
+
+void overwrite_int_attr(const std::string& file, hid_t obj, const char* name, std::int64_t value) {
+  Attribute attr(H5Aopen(obj, name, H5P_DEFAULT));
+  if (!attr) fail(file, std::string("cannot open attribute ") + name);
+  Dataspace space(H5Aget_space(attr.get()));
+  if (H5Sget_simple_extent_npoints(space.get()) != 1)
+    input_error(file, ": attribute ", name, " does not hold one value");
+  if (H5Awrite(attr.get(), H5T_NATIVE_INT64, &value) < 0)
+    fail(file, std::string("cannot write attribute ") + name);
+}
+
+std::vector<std::string> read_string_dataset(const std::string& file, hid_t dataset,
+                                             const std::string& name) {
+  Datatype type(H5Dget_type(dataset));
+  const auto layout = string_layout(type.get());
+  if (!layout) input_error(file, ": ", name, " is not a string dataset");
+  Dataspace space(H5Dget_space(dataset));
+  if (H5Sget_simple_extent_ndims(space.get()) != 1)
+    input_error(file, ": ", name, " is not a 1-D dataset");
+  const hssize_t n = H5Sget_simple_extent_npoints(space.get());
+  std::vector<std::string> out;
+  if (n <= 0) return out;
+  Datatype mem = string_mem_type(*layout);
+  const auto count = static_cast<std::size_t>(n);
+  if (layout->variable) {
+    std::vector<char*> ptrs(count, nullptr);
+    if (H5Dread(dataset, mem.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, ptrs.data()) < 0)
+      fail(file, "cannot read " + name);
+    decode_strings(*layout, ptrs.data(), count, out);
+    H5Dvlen_reclaim(mem.get(), space.get(), H5P_DEFAULT, ptrs.data());
+  } else {
+    std::vector<char> buf(count * layout->size);
+    if (H5Dread(dataset, mem.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, buf.data()) < 0)
+      fail(file, "cannot read " + name);
+    decode_strings(*layout, buf.data(), count, out);
+  }
+  return out;
+}
+
 void write_empty_array_attr(const std::string& file, hid_t obj, const char* name) {
   const hsize_t n = 0;
   Dataspace space(H5Screate_simple(1, &n, nullptr));

@@ -120,6 +120,24 @@ void write_int_attr(const std::string& file, hid_t obj, const char* name,
 /// e.g. AnnData's `column-order` of a dataframe without columns).
 void write_empty_array_attr(const std::string& file, hid_t obj, const char* name);
 
+/// Write a scalar int64 attribute (what h5py writes for a Python int).
+void write_int_scalar_attr(const std::string& file, hid_t obj, const char* name,
+                           std::int64_t value);
+/// Write a scalar float64 attribute (what h5py writes for a Python float).
+void write_double_scalar_attr(const std::string& file, hid_t obj, const char* name, double value);
+/// A numeric attribute of `obj` read as float64 (any integer or float type; any rank,
+/// flattened). Empty optional when absent or not numeric.
+std::optional<std::vector<double>> double_attr(hid_t obj, const char* name);
+/// Overwrite the value of an existing one-element numeric attribute in place (converted to
+/// its stored type). Unlike the write_* functions, which delete and re-create, this keeps the
+/// attribute message where it is: on disk only the value's bytes change.
+void overwrite_int_attr(const std::string& file, hid_t obj, const char* name, std::int64_t value);
+
+/// Read every element of the 1-D string dataset `dataset` (any string layout); `name` is the
+/// dataset's path, for messages.
+std::vector<std::string> read_string_dataset(const std::string& file, hid_t dataset,
+                                             const std::string& name);
+
 /// How the elements of a string dataset are stored.
 struct StringLayout {
   bool variable = false;                  ///< variable-length (char*) elements

@@ -1,0 +1,82 @@
+#pragma once
+/// \file
+/// cNMF mode: read a cNMF run directory `<output_dir>/<name>/` and write the files that
+/// `cnmf combine`, `cnmf consensus` and `cnmf k_selection_plot` write (cnmf-files.md), with
+/// the same names, labels and dtypes, so the Python steps that follow read them unchanged.
+///
+/// Replicate spectra of one k come from the per-replicate files
+/// `cnmf_tmp/NAME.spectra.k_K.iter_R.df.npz` listed by the job table (combined as
+/// `cnmf combine` does, and the `.merged` file written), or, when none of those exist, from
+/// an existing `cnmf_tmp/NAME.spectra.k_K.merged.df.npz`.
+
+#include <string>
+#include <vector>
+
+#include "knmf/consensus/clustering.hpp"
+#include "knmf/consensus/consensus.hpp"
+#include "knmf/consensus/options.hpp"
+#include "knmf/io/cnmf_files.hpp"
+#include "knmf/io/dataframe.hpp"
+#include "knmf/solver/options.hpp"
+
+namespace knmf::consensus {
+
+/// The replicate spectra of one k, stacked as cNMF's merged file holds them.
+struct MergedSpectra {
+  int k = 0;
+  HostRows values;                      ///< (R*k) x genes
+  std::vector<std::string> row_labels;  ///< `iter<r>_topic<t>` (t from 1)
+  std::vector<std::string> genes;
+  std::string source;                   ///< "combined" (from replicate files) or the merged file
+};
+
+/// Combine the replicate files of k listed in `jobs` (iter order) like `cnmf combine`,
+/// or read the merged file when no replicate file of k exists. InputError (naming the file)
+/// when a listed replicate file is missing while others exist, when neither exists, when
+/// gene lists differ between replicates, or a file's shape or labels are wrong.
+/// With `write_merged`, the combined stack is written to the merged file (atomic).
+MergedSpectra load_replicate_spectra(const io::CnmfPaths& paths, int k,
+                                     const std::vector<Job>& jobs, bool write_merged);
+
+/// The run's NMF parameters as knmf solver options (frobenius only: InputError otherwise).
+SolverOptions solver_options_from(const io::NmfRunParams& p, const std::string& source);
+
+struct CnmfConsensusRequest {
+  std::string output_dir = ".";
+  std::string name = "cNMF";
+  std::vector<int> components;          ///< empty: every k of the job table (as cNMF)
+  ConsensusOptions options;
+};
+
+/// What was computed and written for one k.
+struct CnmfConsensusOutcome {
+  int k = 0;
+  ConsensusResult result;
+  MergedSpectra merged;
+  std::vector<std::string> files;       ///< every file written, in writing order
+};
+
+/// `cnmf consensus`: for each k, the consensus files (spectra, usages, and with tpm.h5ad the
+/// gene_spectra_tpm, gene_spectra_score and starcat_spectra), each `.df.npz` in cnmf_tmp/ and
+/// the tab-separated `.txt` copy in the run folder, plus the local density cache. All inputs
+/// are checked before anything is written, and every writer is atomic.
+std::vector<CnmfConsensusOutcome> run_cnmf_consensus(const ExecSpace& space,
+                                                     const CnmfConsensusRequest& req);
+
+struct CnmfKSelectionRequest {
+  std::string output_dir = ".";
+  std::string name = "cNMF";
+  std::vector<int> components;          ///< empty: every k of the job table
+  ConsensusOptions options;             ///< the threshold is recorded, not applied (as cNMF)
+};
+
+/// `cnmf k_selection_plot`'s table: writes NAME.k_selection_stats.df.npz (columns k,
+/// local_density_threshold, silhouette, prediction_error; RangeIndex) and returns its rows.
+/// The plot is drawn by write_k_selection_plot (knmf/consensus/plot.hpp).
+std::vector<KSelectionRow> run_cnmf_k_selection(const ExecSpace& space,
+                                                const CnmfKSelectionRequest& req);
+
+/// The stats table as cNMF writes it (float64 data, int64 index 0..n-1).
+io::DataFrame k_selection_frame(const std::vector<KSelectionRow>& rows);
+
+}  // namespace knmf::consensus

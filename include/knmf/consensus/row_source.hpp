@@ -1,0 +1,75 @@
+#pragma once
+/// \file
+/// X (or TPM) as a stream of CSR row blocks, so that consensus never holds a cells x genes
+/// matrix: every product it needs (X H^T, U^T X, column sums) is accumulated block by block
+/// on the device. A block holds at most a given number of stored entries (or one row).
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "knmf/core/types.hpp"
+#include "knmf/io/h5ad.hpp"
+
+namespace knmf::consensus {
+
+/// Visitor of one row block (rows [block.row_begin, block.row_end), values as double).
+using BlockVisitor = std::function<void(const io::CsrBlock<double>&)>;
+
+class RowSource {
+public:
+  virtual ~RowSource() = default;
+  virtual size_type rows() const = 0;
+  virtual size_type cols() const = 0;
+  /// What to call the matrix in messages (its file name).
+  virtual const std::string& name() const = 0;
+  /// Column (gene) names, cols() of them (empty when the source has none).
+  virtual std::vector<std::string> column_names() const = 0;
+  /// Row (cell) names, rows() of them (empty when the source has none).
+  virtual std::vector<std::string> row_names() const = 0;
+  /// Call `visit` for consecutive row blocks covering [0, rows()) in order, each with at
+  /// most `max_nnz` stored entries unless a single row has more.
+  virtual void for_each_block(size_type max_nnz, const BlockVisitor& visit) const = 0;
+};
+
+/// Rows read from an AnnData file on each pass (host memory: one block).
+class H5adRowSource final : public RowSource {
+public:
+  explicit H5adRowSource(const std::string& path);
+  size_type rows() const override;
+  size_type cols() const override;
+  const std::string& name() const override { return name_; }
+  std::vector<std::string> column_names() const override;
+  std::vector<std::string> row_names() const override;
+  void for_each_block(size_type max_nnz, const BlockVisitor& visit) const override;
+  const io::H5adReader& reader() const { return reader_; }
+
+private:
+  std::string name_;
+  io::H5adReader reader_;
+  mutable std::vector<size_type> bounds_;  // block boundaries of the last max_nnz
+  mutable size_type bounds_nnz_ = -1;
+};
+
+/// Rows held in host memory as one CSR matrix (tests, benchmarks, callers with X at hand).
+class CsrRowSource final : public RowSource {
+public:
+  /// `matrix` must cover rows [0, n): row_begin 0. Values are not checked here.
+  CsrRowSource(io::CsrBlock<double> matrix, std::string name,
+               std::vector<std::string> row_names = {}, std::vector<std::string> column_names = {});
+  size_type rows() const override { return m_.rows(); }
+  size_type cols() const override { return m_.ncols; }
+  const std::string& name() const override { return name_; }
+  std::vector<std::string> column_names() const override { return cols_; }
+  std::vector<std::string> row_names() const override { return rows_; }
+  void for_each_block(size_type max_nnz, const BlockVisitor& visit) const override;
+  const io::CsrBlock<double>& matrix() const { return m_; }
+
+private:
+  io::CsrBlock<double> m_;
+  std::string name_;
+  std::vector<std::string> rows_, cols_;
+};
+
+}  // namespace knmf::consensus

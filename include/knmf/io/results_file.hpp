@@ -1,0 +1,244 @@
+#pragma once
+/// \file
+/// knmf's native results file (HDF5): every replicate of a `knmf factorize` run, written so
+/// that a run killed at any moment can be resumed without losing committed replicates.
+///
+/// Schema (format_version 1; docs/results-file.md is the long form):
+///
+///   /                  attributes
+///     format           str    "knmf-results"
+///     format_version   int64  1
+///     knmf_version, kokkos_version, backend, device   str    (the session that created it)
+///     batch_size       int64  (the session that created it)
+///     created          str    ISO 8601 UTC, e.g. "2024-05-01T12:34:56Z"
+///     input            str    input path as given
+///     input_shape      int64[2]  (n cells, g genes)
+///     ks               int64[m]  sorted, unique
+///     n_iter, seed, max_iter, check_every        int64
+///     tol, alpha_W, alpha_H, l1_ratio, eps       float64
+///     solver ("cd"|"mu"), zero_guard ("replace-zero"|"add-eps"), dtype ("float"|"double"),
+///     beta_loss ("frobenius")                    str
+///     save_usages      int64  0/1
+///     complete         int64  0/1: set to 1 last, once every replicate is committed
+///   /genes             str[g]   variable-length UTF-8: the var index of the input
+///   /jobs/k, /jobs/iter, /jobs/seed   int64[m * n_iter]: cNMF's job table, in its row order
+///   /sessions          fixed-length UTF-8 str (512 bytes) [256]: one JSON object per session
+///                      that opened the file for writing (started, knmf_version,
+///                      kokkos_version, backend, device, batch_size, host, pid); "" = unused
+///                      slot; after 256 sessions the last slot holds the latest one
+///   /k_<k>             one group per k, attributes k, n_iter (int64), datasets:
+///     spectra          float64 [n_iter, k, g]  chunks of one replicate
+///     usages           float32|float64 (dtype) [n_iter, n, k]  only when save_usages
+///     seeds            int64   [n_iter]
+///     iterations       int32   [n_iter]
+///     error_at_init, final_error, seconds   float64 [n_iter]
+///     status           int8 enum [n_iter]: pending 0, converged 1, max_iter 2, non_finite 3
+///     completed        uint8   [n_iter]: 1 once the replicate is committed
+///
+/// A replicate's values count only when its `completed` flag is 1; the others hold zeros or
+/// the data of an uncommitted write.
+///
+/// Durability. Every object and every byte of raw storage is allocated when the file is
+/// created (under a temporary name, renamed into place once closed). Afterwards a run only
+/// overwrites raw data at fixed places: HDF5's metadata (object headers, chunk indices,
+/// superblock) never changes until `finish()` rewrites the one value of `complete` in place.
+/// A commit flushes the data, then writes and flushes the completion flags. So a process
+/// killed at any moment leaves a file whose structure is the one created, whose flagged
+/// replicates hold exactly their data, and whose `complete` is 0 unless finish() got to set
+/// it. The format has no SWMR status flags (superblock version 0), so such a file opens in
+/// any HDF5 reader, h5py included, without h5clear. Compression (gzip_level > 0) would make
+/// chunk sizes change with each write, so it is applied once, by `finish()`, which rewrites
+/// the completed file compressed under a temporary name and renames it into place.
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "knmf/random/random_state.hpp"
+#include "knmf/solver/options.hpp"
+#include "knmf/solver/result.hpp"
+
+namespace knmf::io {
+
+/// The schema version this code writes and reads.
+inline constexpr int results_format_version = 1;
+
+/// State of one replicate, as stored in /k_<k>/status (an HDF5 int8 enum).
+enum class ReplicateState : std::int8_t {
+  pending = 0,    ///< not committed yet
+  converged = 1,  ///< ReplicateStatus::converged
+  max_iter = 2,   ///< ReplicateStatus::max_iter
+  non_finite = 3  ///< ReplicateStatus::non_finite
+};
+ReplicateState to_state(ReplicateStatus s);
+/// "pending", "converged", "max_iter", "non_finite".
+std::string to_string(ReplicateState s);
+
+/// What a run computes (compared on resume) and where it ran (recorded only).
+struct RunInfo {
+  // ---- the run: a resume must match all of these exactly ----
+  std::string input;               ///< input .h5ad path, as given
+  std::int64_t n_cells = 0;        ///< n: rows (cells) of X
+  std::vector<std::string> genes;  ///< var index of the input; g = genes.size()
+  std::vector<int> ks;             ///< ranks; sorted and made unique by the writer
+  int n_iter = 0;                  ///< replicates per k
+  std::int64_t seed = 0;           ///< seed of the job table
+  /// solver, tol, max_iter, check_every, alpha_W, alpha_H, l1_ratio, zero_guard, eps.
+  /// `return_W` is not recorded: `save_usages` is.
+  SolverOptions solver;
+  std::string dtype = "float";          ///< "float" or "double": precision of X and the solver
+  std::string beta_loss = "frobenius";  ///< cNMF's beta_loss (the solver does Frobenius)
+  bool save_usages = false;             ///< store each replicate's usages W
+  /// The job table in cNMF's row order (Job::index = row). Empty: the writer uses
+  /// cnmf_job_table(ks, n_iter, seed).
+  std::vector<Job> jobs;
+
+  // ---- provenance: recorded, never compared (a run may resume elsewhere) ----
+  std::string knmf_version;    ///< empty: knmf::version()
+  std::string kokkos_version;  ///< empty: knmf::kokkos_version()
+  std::string backend;         ///< empty: knmf::default_execution_space()
+  std::string device;          ///< empty: knmf::device_description() once Kokkos is initialized
+  int batch_size = 0;          ///< replicates solved together
+  /// Reader: when the file was created (ISO 8601 UTC). The writer sets it on creation.
+  std::string created;
+
+  std::int64_t n_genes() const { return static_cast<std::int64_t>(genes.size()); }
+};
+
+/// The steps of the writer's durable-write protocol, reported to ResultsWriteOptions::on_step
+/// (tests kill the process at each of them).
+enum class WriteStep {
+  created,        ///< a new file is complete under its temporary name, not renamed yet
+  data_flushed,   ///< commit: the replicates' data is flushed; flags not written yet
+  flags_written,  ///< commit: flags handed to HDF5, not flushed yet
+  committed,      ///< commit: flags flushed; the replicates count as done
+  completing,     ///< finish: every replicate is committed; `complete` not set yet
+  completed,      ///< finish: `complete` = 1 is flushed (the file is about to close)
+};
+
+/// Options of ResultsWriter.
+struct ResultsWriteOptions {
+  /// 0..9: gzip level of spectra and usages, applied by finish() when the run completes.
+  int gzip_level = 0;
+  /// fsync the file after each flush (so that commits also survive a power cut, not just a
+  /// killed process).
+  bool fsync = true;
+  /// Called at each WriteStep (tests, diagnostics); may throw to abandon the operation.
+  std::function<void(WriteStep)> on_step;
+};
+
+/// Writes a results file replicate by replicate, resuming an interrupted run.
+///
+///   auto w = ResultsWriter::create_or_resume("out.h5", info);
+///   for (const Job& j : w.pending()) { ...; w.write(result); if (...) w.commit(); }
+///   w.finish();
+///
+/// Results written but not committed when the writer dies (or is destroyed) do not count:
+/// they are pending in the next session. Not thread-safe: one thread per writer. The file is
+/// locked (HDF5 file locking) against a second writer while open.
+class ResultsWriter {
+public:
+  /// Create `path` (all groups and datasets allocated, every replicate pending) or, when it
+  /// exists, resume it. InputError when: the output folder is missing or not writable; `path`
+  /// exists but is not a knmf results file (it is never overwritten); it was written with
+  /// other run options (the message names each differing option with its old and new value);
+  /// `info` is invalid (no ks, n_iter < 1, ...). Records this session in /sessions.
+  static ResultsWriter create_or_resume(const std::filesystem::path& path, const RunInfo& info,
+                                        const ResultsWriteOptions& opts = {});
+
+  ResultsWriter(ResultsWriter&&) noexcept;
+  ResultsWriter& operator=(ResultsWriter&&) noexcept;
+  /// Closes the file; results written since the last commit stay uncommitted.
+  ~ResultsWriter();
+
+  const std::filesystem::path& path() const;
+  /// The run as recorded (ks sorted, job table filled in).
+  const RunInfo& info() const;
+  /// True when the file existed (this session resumes it).
+  bool resumed() const;
+
+  /// Jobs neither committed nor written since the last commit, in job-table order.
+  std::vector<Job> pending() const;
+  /// True when the job's replicate is committed. InputError if `job` is not in the table.
+  bool done(const Job& job) const;
+  /// Number of committed replicates.
+  std::int64_t n_done() const;
+
+  /// Write one replicate's data and table entries (not yet counted: see commit()).
+  /// InputError when its job is not in the table, is already committed (committed data is
+  /// never overwritten), or its shapes do not match the run (H: k x g; W: n x k when
+  /// save_usages).
+  void write(const ReplicateResult& result);
+  /// Durably record every replicate written since the last commit: flush their data, then
+  /// write and flush their completion flags (each flush followed by fsync when asked).
+  void commit();
+  /// Commit, then, when every replicate is committed, set `complete` = 1 (compressing first
+  /// when gzip_level > 0). Closes the file in either case; returns whether it is complete.
+  bool finish();
+
+private:
+  struct Impl;
+  explicit ResultsWriter(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+/// Per-replicate values of one k, indexed by replicate (iter).
+struct ReplicateTable {
+  std::vector<std::int64_t> seeds;
+  std::vector<std::int32_t> iterations;
+  std::vector<double> error_at_init;
+  std::vector<double> final_error;
+  std::vector<ReplicateState> status;
+  std::vector<double> seconds;
+  std::vector<std::uint8_t> completed;
+};
+
+/// Reads a results file. Opening checks the schema (metadata only); data is read on demand,
+/// per k or per replicate. Opening does not lock the file, so a file that a writer has open
+/// can be read too: its structure never changes during a run, and `completed` tells which
+/// replicates are there. Not thread-safe.
+class ResultsReader {
+public:
+  /// InputError when `path` is missing, not HDF5, not a knmf results file, of a newer
+  /// format_version, or lacks an object of the schema (naming it).
+  static ResultsReader open(const std::filesystem::path& path);
+
+  ResultsReader(ResultsReader&&) noexcept;
+  ResultsReader& operator=(ResultsReader&&) noexcept;
+  ~ResultsReader();
+
+  const std::filesystem::path& path() const;
+  /// Run options, genes, job table and the creating session's provenance.
+  const RunInfo& info() const;
+  /// The sessions that wrote the file, oldest first (JSON objects).
+  std::vector<std::string> sessions() const;
+  /// The `complete` attribute (as of open()).
+  bool complete() const;
+
+  const std::vector<int>& ks() const;
+  int n_iter() const;
+  std::int64_t n_cells() const;
+  std::int64_t n_genes() const;
+  bool has_usages() const;
+
+  /// The table of every replicate of `k`.
+  ReplicateTable table(int k) const;
+  /// The completion flags of `k` (cheaper than table()).
+  std::vector<std::uint8_t> completed(int k) const;
+  /// Spectra of every replicate of `k`: n_iter x k x g, row-major.
+  std::vector<double> spectra(int k) const;
+  /// Spectra of one replicate: k x g, row-major.
+  std::vector<double> spectra(int k, int iter) const;
+  /// Usages of one replicate: n x k, row-major (InputError when the run did not save usages).
+  std::vector<double> usages(int k, int iter) const;
+
+private:
+  struct Impl;
+  explicit ResultsReader(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace knmf::io

@@ -1,0 +1,369 @@
+// cNMF mode of the consensus step: cNMF run directories in, cNMF's files out
+// (see knmf/consensus/cnmf_mode.hpp).
+#include "knmf/consensus/cnmf_mode.hpp"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <unordered_map>
+
+#include "knmf/core/error.hpp"
+#include "knmf/io/dataframe.hpp"
+
+namespace knmf::consensus {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::vector<std::string> string_labels(const std::vector<io::Label>& labels, const std::string& what) {
+  std::vector<std::string> out;
+  out.reserve(labels.size());
+  for (size_t i = 0; i < labels.size(); ++i) {
+    const auto* s = std::get_if<std::string>(&labels[i]);
+    if (s == nullptr)
+      input_error(what, ": label ", i, " is the integer ", io::label_to_string(labels[i]),
+                  ", expected a gene name");
+    out.push_back(*s);
+  }
+  return out;
+}
+
+std::vector<io::Label> to_labels(const std::vector<std::string>& v) {
+  return std::vector<io::Label>(v.begin(), v.end());
+}
+
+std::vector<io::Label> int_labels(std::int64_t first, std::int64_t count) {
+  std::vector<io::Label> out;
+  for (std::int64_t i = 0; i < count; ++i) out.emplace_back(first + i);
+  return out;
+}
+
+/// The first position where two gene lists differ, as a message fragment.
+std::string gene_mismatch(const std::vector<std::string>& a, const std::vector<std::string>& b) {
+  std::ostringstream os;
+  if (a.size() != b.size()) {
+    os << b.size() << " genes instead of " << a.size();
+    return os.str();
+  }
+  for (size_t i = 0; i < a.size(); ++i)
+    if (a[i] != b[i]) {
+      os << "gene " << i << " is '" << b[i] << "' instead of '" << a[i] << "'";
+      return os.str();
+    }
+  return "";
+}
+
+HostRows frame_values(const io::DataFrame& df, const std::string& path) {
+  if (df.is_object()) input_error(path, ": data is an object array, expected numbers");
+  return HostRows{df.rows, df.cols, df.data};
+}
+
+std::vector<std::string> read_lines(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) input_error(path, ": cannot be read");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string text = ss.str();
+  // Python: open(...).read().split('\n') (cNMF writes '\n'.join(genes), no trailing newline)
+  std::vector<std::string> out;
+  size_t p = 0;
+  while (true) {
+    const size_t q = text.find('\n', p);
+    out.push_back(text.substr(p, q == std::string::npos ? std::string::npos : q - p));
+    if (q == std::string::npos) break;
+    p = q + 1;
+  }
+  if (!out.empty() && out.back().empty()) out.pop_back();  // tolerate a final newline
+  return out;
+}
+
+std::vector<int> job_ks(const std::vector<Job>& jobs) {
+  std::set<int> ks;
+  for (const auto& j : jobs) ks.insert(j.k);
+  return {ks.begin(), ks.end()};
+}
+
+/// Everything a consensus or k-selection run reads besides the spectra.
+struct RunInputs {
+  std::vector<Job> jobs;
+  SolverOptions solver;
+  std::unique_ptr<H5adRowSource> X;
+  std::vector<std::string> genes;
+};
+
+RunInputs read_run_inputs(const io::CnmfPaths& paths) {
+  RunInputs in;
+  in.jobs = io::read_cnmf_job_table(paths.nmf_replicate_parameters());
+  in.solver = solver_options_from(io::read_nmf_run_params(paths.nmf_run_parameters()),
+                                  paths.nmf_run_parameters());
+  in.X = std::make_unique<H5adRowSource>(paths.normalized_counts());
+  in.genes = in.X->column_names();
+  return in;
+}
+
+std::vector<int> requested_ks(const std::vector<int>& components, const std::vector<Job>& jobs,
+                              const std::string& table) {
+  std::vector<int> ks = components.empty() ? job_ks(jobs) : components;
+  if (ks.empty()) input_error(table, ": the job table lists no jobs, and no --components were given");
+  for (int k : ks)
+    if (k < 1) input_error("--components ", k, " is invalid: k must be >= 1");
+  return ks;
+}
+
+void check_genes(const MergedSpectra& m, const std::vector<std::string>& genes,
+                 const std::string& x_path) {
+  const std::string d = gene_mismatch(genes, m.genes);
+  if (!d.empty())
+    input_error(m.source, ": the genes of the k = ", m.k, " spectra differ from those of ", x_path,
+                " (", d, ")");
+}
+
+void ensure_dirs(const io::CnmfPaths& paths) {
+  std::error_code ec;
+  fs::create_directories(paths.tmp_dir(), ec);
+  if (ec) input_error(paths.tmp_dir(), ": cannot create the folder (", ec.message(), ")");
+}
+
+io::DataFrame frame(const HostRows& x, std::vector<io::Label> index, std::vector<io::Label> columns,
+                    bool float32 = false) {
+  io::DataFrame df;
+  df.rows = x.rows;
+  df.cols = x.cols;
+  df.data_descr = float32 ? "<f4" : "<f8";
+  df.data = x.values;
+  df.index = std::move(index);
+  df.columns = std::move(columns);
+  return df;
+}
+
+}  // namespace
+
+SolverOptions solver_options_from(const io::NmfRunParams& p, const std::string& source) {
+  if (p.beta_loss != "frobenius")
+    input_error(source, ": beta_loss '", p.beta_loss,
+                "' is not supported by knmf's consensus refit (frobenius only)");
+  SolverOptions o;
+  o.solver = parse_solver(p.solver, source + ": solver");
+  o.max_iter = p.max_iter;
+  o.tol = p.tol;
+  o.alpha_W = p.alpha_W;
+  o.alpha_H = p.alpha_H;
+  o.l1_ratio = p.l1_ratio;
+  o.validate();
+  return o;
+}
+
+MergedSpectra load_replicate_spectra(const io::CnmfPaths& paths, int k,
+                                     const std::vector<Job>& jobs, bool write_merged) {
+  std::vector<Job> mine;
+  for (const auto& j : jobs)
+    if (j.k == k) mine.push_back(j);
+  std::sort(mine.begin(), mine.end(), [](const Job& a, const Job& b) { return a.iter < b.iter; });
+  size_t present = 0;
+  std::string first_missing;
+  for (const auto& j : mine) {
+    if (fs::exists(paths.iter_spectra(k, j.iter)))
+      ++present;
+    else if (first_missing.empty())
+      first_missing = paths.iter_spectra(k, j.iter);
+  }
+  MergedSpectra out;
+  out.k = k;
+  if (present > 0 && present < mine.size())
+    input_error(first_missing, ": replicate spectra file missing (k = ", k, " has ", present,
+                " of the ", mine.size(), " replicate files of the job table)");
+  if (present == 0) {
+    const std::string merged = paths.merged_spectra(k);
+    if (!fs::exists(merged))
+      input_error("k = ", k, ": no replicate spectra: neither ",
+                  mine.empty() ? std::string("a job of this k in ") + paths.nmf_replicate_parameters()
+                               : paths.iter_spectra(k, mine.front().iter),
+                  " nor ", merged, " exists");
+    const io::DataFrame df = io::read_df_npz(merged);
+    out.values = frame_values(df, merged);
+    out.genes = string_labels(df.columns, merged + ": columns");
+    for (size_t i = 0; i < df.index.size(); ++i) {
+      const auto* s = std::get_if<std::string>(&df.index[i]);
+      if (s == nullptr) input_error(merged, ": row label ", i, " is not iter<r>_topic<t>");
+      io::parse_merged_spectra_label(*s, merged);
+      out.row_labels.push_back(*s);
+    }
+    if (out.values.rows == 0 || out.values.rows % k != 0)
+      input_error(merged, ": ", out.values.rows, " rows is not a positive multiple of k = ", k);
+    out.source = merged;
+    return out;
+  }
+  // combine, as `cnmf combine` does
+  for (const auto& j : mine) {
+    const std::string path = paths.iter_spectra(k, j.iter);
+    const io::DataFrame df = io::read_df_npz(path);
+    if (df.rows != k)
+      input_error(path, ": ", df.rows, " spectra rows, expected k = ", k);
+    auto genes = string_labels(df.columns, path + ": columns");
+    if (out.genes.empty() && out.values.rows == 0) {
+      out.genes = genes;
+      out.values.cols = df.cols;
+    } else {
+      const std::string d = gene_mismatch(out.genes, genes);
+      if (!d.empty())
+        input_error(path, ": its genes differ from those of ", paths.iter_spectra(k, mine.front().iter),
+                    " (", d, ")");
+    }
+    const HostRows v = frame_values(df, path);
+    out.values.values.insert(out.values.values.end(), v.values.begin(), v.values.end());
+    out.values.rows += k;
+    for (int t = 0; t < k; ++t)
+      out.row_labels.push_back("iter" + std::to_string(j.iter) + "_topic" + std::to_string(t + 1));
+  }
+  out.source = "combined replicate files of k = " + std::to_string(k) + " (" +
+               paths.iter_spectra(k, mine.front().iter) + ", ...)";
+  if (write_merged) {
+    ensure_dirs(paths);
+    io::write_df_npz(paths.merged_spectra(k),
+                     frame(out.values, to_labels(out.row_labels), to_labels(out.genes)));
+  }
+  return out;
+}
+
+std::vector<CnmfConsensusOutcome> run_cnmf_consensus(const ExecSpace& space,
+                                                     const CnmfConsensusRequest& req) {
+  req.options.validate();
+  const io::CnmfPaths paths(req.output_dir, req.name);
+  RunInputs in = read_run_inputs(paths);
+  const auto ks = requested_ks(req.components, in.jobs, paths.nmf_replicate_parameters());
+
+  // every input is read and checked before anything is written
+  std::vector<MergedSpectra> merged;
+  for (int k : ks) {
+    merged.push_back(load_replicate_spectra(paths, k, in.jobs, false));
+    check_genes(merged.back(), in.genes, in.X->name());
+  }
+  std::unique_ptr<H5adRowSource> tpm_source;
+  TpmInput tpm;
+  std::vector<std::string> tpm_genes, hvgs;
+  if (fs::exists(paths.tpm())) {
+    tpm_source = std::make_unique<H5adRowSource>(paths.tpm());
+    tpm.tpm = tpm_source.get();
+    tpm.float32 = tpm_source->reader().info().value_type == io::ValueType::Float32;
+    tpm_genes = tpm_source->column_names();
+    if (tpm_source->rows() != in.X->rows())
+      input_error(paths.tpm(), ": ", tpm_source->rows(), " cells but ", in.X->name(), " has ",
+                  in.X->rows());
+    if (tpm_source->row_names() != in.X->row_names())
+      input_error(paths.tpm(), ": its cells (obs names) differ from those of ", in.X->name());
+    const io::DataFrame stats = io::read_df_npz(paths.tpm_stats());
+    const auto c_std = stats.find_column("__std");
+    if (c_std < 0 || stats.is_object())
+      input_error(paths.tpm_stats(), ": no numeric '__std' column");
+    if (stats.rows != tpm_source->cols())
+      input_error(paths.tpm_stats(), ": ", stats.rows, " genes but ", paths.tpm(), " has ",
+                  tpm_source->cols());
+    for (std::int64_t r = 0; r < stats.rows; ++r) tpm.gene_std.push_back(stats.at(r, c_std));
+    hvgs = fs::exists(paths.nmf_genes_list()) ? read_lines(paths.nmf_genes_list()) : in.genes;
+    const std::string d = gene_mismatch(in.genes, hvgs);
+    if (!d.empty())
+      input_error(paths.nmf_genes_list(), ": the HVG list differs from the genes of ", in.X->name(),
+                  " (", d, ")");
+    std::unordered_map<std::string, int> pos;
+    for (size_t j = 0; j < tpm_genes.size(); ++j) pos.emplace(tpm_genes[j], int(j));
+    std::set<std::string> seen;
+    for (const auto& gname : hvgs) {
+      auto it = pos.find(gname);
+      if (it == pos.end()) input_error(paths.tpm(), ": HVG '", gname, "' is not one of its genes");
+      if (!seen.insert(gname).second) input_error(paths.nmf_genes_list(), ": HVG '", gname, "' is listed twice");
+      tpm.hvg_columns.push_back(it->second);
+    }
+  }
+
+  std::vector<CnmfConsensusOutcome> outcomes;
+  for (size_t i = 0; i < ks.size(); ++i) {
+    CnmfConsensusOutcome o;
+    o.k = ks[i];
+    o.result = run_consensus(space, merged[i].values, ks[i], *in.X, tpm.tpm ? &tpm : nullptr,
+                             in.solver, req.options);
+    o.merged = std::move(merged[i]);
+    outcomes.push_back(std::move(o));
+  }
+
+  // write
+  ensure_dirs(paths);
+  const double dt = req.options.local_density_threshold;
+  const auto cells = to_labels(in.X->row_names());
+  const auto genes = to_labels(in.genes);
+  for (auto& o : outcomes) {
+    const int k = o.k;
+    const auto& r = o.result;
+    auto put = [&](const std::string& npz, const std::string& txt, const io::DataFrame& df) {
+      io::write_df_npz(npz, df);
+      o.files.push_back(npz);
+      if (!txt.empty()) {
+        io::write_df_txt(txt, df);
+        o.files.push_back(txt);
+      }
+    };
+    if (o.merged.source.rfind("combined", 0) == 0)
+      put(paths.merged_spectra(k), "",
+          frame(o.merged.values, to_labels(o.merged.row_labels), to_labels(o.merged.genes)));
+    {
+      std::vector<std::string> labels;
+      for (size_type row : r.clustering.nonzero_rows) labels.push_back(o.merged.row_labels[size_t(row)]);
+      HostRows dens{size_type(labels.size()), 1, r.clustering.local_density};
+      put(paths.local_density_cache(k), "", frame(dens, to_labels(labels), {io::Label(std::string("local_density"))}));
+    }
+    put(paths.consensus_spectra(k, dt), paths.consensus_spectra_txt(k, dt),
+        frame(r.spectra, int_labels(1, k), genes));
+    put(paths.consensus_usages(k, dt), paths.consensus_usages_txt(k, dt),
+        frame(r.usages(), cells, int_labels(1, k), r.have_tpm && tpm.float32));
+    if (r.have_tpm) {
+      const auto tg = to_labels(tpm_genes);
+      put(paths.gene_spectra_score(k, dt), paths.gene_spectra_score_txt(k, dt),
+          frame(r.spectra_score, int_labels(1, k), tg));
+      put(paths.gene_spectra_tpm(k, dt), paths.gene_spectra_tpm_txt(k, dt),
+          frame(r.spectra_tpm, int_labels(1, k), tg, tpm.float32));
+      std::vector<io::Label> geps;
+      for (int t = 1; t <= k; ++t) geps.emplace_back("GEP" + std::to_string(t));
+      put(paths.starcat_spectra(k, dt), paths.starcat_spectra_txt(k, dt),
+          frame(r.starcat, geps, to_labels(hvgs)));
+    }
+  }
+  return outcomes;
+}
+
+io::DataFrame k_selection_frame(const std::vector<KSelectionRow>& rows) {
+  io::DataFrame df;
+  df.rows = std::int64_t(rows.size());
+  df.cols = 4;
+  for (const auto& r : rows) {
+    df.data.push_back(double(r.k));
+    df.data.push_back(r.local_density_threshold);
+    df.data.push_back(r.silhouette);
+    df.data.push_back(r.prediction_error);
+  }
+  df.index = int_labels(0, df.rows);
+  for (const char* c : {"k", "local_density_threshold", "silhouette", "prediction_error"})
+    df.columns.emplace_back(std::string(c));
+  return df;
+}
+
+std::vector<KSelectionRow> run_cnmf_k_selection(const ExecSpace& space,
+                                                const CnmfKSelectionRequest& req) {
+  req.options.validate();
+  const io::CnmfPaths paths(req.output_dir, req.name);
+  RunInputs in = read_run_inputs(paths);
+  const auto ks = requested_ks(req.components, in.jobs, paths.nmf_replicate_parameters());
+  std::vector<HostRows> stacks;
+  for (int k : ks) {
+    MergedSpectra m = load_replicate_spectra(paths, k, in.jobs, false);
+    check_genes(m, in.genes, in.X->name());
+    stacks.push_back(std::move(m.values));
+  }
+  auto rows = k_selection(space, stacks, ks, *in.X, in.solver, req.options);
+  ensure_dirs(paths);
+  io::write_df_npz(paths.k_selection_stats(), k_selection_frame(rows));
+  return rows;
+}
+
+}  // namespace knmf::consensus

@@ -1,0 +1,348 @@
+// cNMF's consensus pipeline and k-selection statistics (see knmf/consensus/consensus.hpp).
+#include "knmf/consensus/consensus.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+#include <numeric>
+
+#include "consensus/detail/host_math.hpp"
+#include "consensus/detail/refit.hpp"
+#include "consensus/detail/stream.hpp"
+#include "knmf/core/error.hpp"
+#include "knmf/io/dataframe.hpp"
+
+namespace knmf::consensus {
+
+// ---- small dense algebra ---------------------------------------------------------------------
+
+namespace {
+/// Cyclic Jacobi eigendecomposition of a symmetric k x k matrix: A = V diag(w) V^T.
+void jacobi_eigen(std::vector<double> A, int k, std::vector<double>& w, std::vector<double>& V) {
+  V.assign(size_t(k * k), 0.0);
+  for (int i = 0; i < k; ++i) V[size_t(i * k + i)] = 1.0;
+  auto a = [&](int i, int j) -> double& { return A[size_t(i * k + j)]; };
+  for (int sweep = 0; sweep < 100; ++sweep) {
+    double off = 0.0, diag = 0.0;
+    for (int i = 0; i < k; ++i)
+      for (int j = 0; j < k; ++j) (i == j ? diag : off) += a(i, j) * a(i, j);
+    if (off <= 1e-32 * diag || off == 0.0) break;
+    for (int p = 0; p < k; ++p)
+      for (int q = p + 1; q < k; ++q) {
+        if (a(p, q) == 0.0) continue;
+        const double theta = (a(q, q) - a(p, p)) / (2.0 * a(p, q));
+        const double t = (theta >= 0 ? 1.0 : -1.0) / (std::fabs(theta) + std::sqrt(theta * theta + 1.0));
+        const double c = 1.0 / std::sqrt(t * t + 1.0), s = t * c;
+        for (int r = 0; r < k; ++r) {  // A <- A J (columns p, q)
+          const double arp = a(r, p), arq = a(r, q);
+          a(r, p) = c * arp - s * arq;
+          a(r, q) = s * arp + c * arq;
+        }
+        for (int r = 0; r < k; ++r) {  // A <- J^T A (rows p, q)
+          const double apr = a(p, r), aqr = a(q, r);
+          a(p, r) = c * apr - s * aqr;
+          a(q, r) = s * apr + c * aqr;
+        }
+        for (int r = 0; r < k; ++r) {  // V <- V J
+          const double vrp = V[size_t(r * k + p)], vrq = V[size_t(r * k + q)];
+          V[size_t(r * k + p)] = c * vrp - s * vrq;
+          V[size_t(r * k + q)] = s * vrp + c * vrq;
+        }
+      }
+  }
+  w.resize(static_cast<size_t>(k));
+  for (int i = 0; i < k; ++i) w[size_t(i)] = a(i, i);
+}
+}  // namespace
+
+std::vector<double> gram_lstsq(const std::vector<double>& A, const std::vector<double>& B, int k,
+                               size_type m) {
+  KNMF_ASSERT(A.size() == size_t(k * k) && B.size() == size_t(k * m), "lstsq shapes");
+  std::vector<double> w, V;
+  jacobi_eigen(A, k, w, V);
+  double wmax = 0.0;
+  for (double x : w) wmax = std::max(wmax, std::fabs(x));
+  const double cutoff = std::numeric_limits<double>::epsilon() * double(k) * wmax;
+  // X = V diag(1/w) V^T B
+  std::vector<double> T(size_t(k * m), 0.0);  // V^T B scaled
+  for (int i = 0; i < k; ++i) {
+    const double inv = std::fabs(w[size_t(i)]) > cutoff ? 1.0 / w[size_t(i)] : 0.0;
+    if (inv == 0.0) continue;
+    for (int r = 0; r < k; ++r) {
+      const double v = V[size_t(r * k + i)] * inv;
+      if (v == 0.0) continue;
+      for (size_type j = 0; j < m; ++j) T[size_t(i * m + j)] += v * B[size_t(r * m + j)];
+    }
+  }
+  std::vector<double> X(size_t(k * m), 0.0);
+  for (int r = 0; r < k; ++r)
+    for (int i = 0; i < k; ++i) {
+      const double v = V[size_t(r * k + i)];
+      if (v == 0.0) continue;
+      for (size_type j = 0; j < m; ++j) X[size_t(r * m + j)] += v * T[size_t(i * m + j)];
+    }
+  return X;
+}
+
+// ---- pipeline --------------------------------------------------------------------------------
+
+namespace {
+
+float to_f32(double v) { return static_cast<float>(v); }
+
+/// cNMF's float32 outputs as pandas later reads them from the .txt copy: the float64 that
+/// the float32's shortest repr parses to.
+double f32_txt_value(double v) {
+  const std::string s = io::format_float32_repr(to_f32(v));
+  return std::strtod(s.c_str(), nullptr);
+}
+
+/// Program order: total normalized usage per program, largest first (cNMF's reorder).
+std::vector<int> program_order(const HostRows& W) {
+  const int k = int(W.cols);
+  const size_type n = W.rows;
+  std::vector<std::vector<double>> norm(static_cast<size_t>(k), std::vector<double>(static_cast<size_t>(n)));
+  for (size_type i = 0; i < n; ++i) {
+    double s = 0.0;
+    for (int t = 0; t < k; ++t) s += W.row(i)[t];
+    for (int t = 0; t < k; ++t) norm[size_t(t)][size_t(i)] = s != 0.0 ? W.row(i)[t] / s : 0.0;
+  }
+  std::vector<double> total(static_cast<size_t>(k));
+  for (int t = 0; t < k; ++t) total[size_t(t)] = detail::pairwise_sum(norm[size_t(t)].data(), n);
+  std::vector<int> order(static_cast<size_t>(k));
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int a, int b) { return total[size_t(a)] > total[size_t(b)]; });
+  return order;
+}
+
+HostRows permute_rows(const HostRows& x, const std::vector<int>& order) {
+  HostRows out{x.rows, x.cols, std::vector<double>(x.values.size())};
+  for (size_t p = 0; p < order.size(); ++p)
+    std::copy(x.row(order[p]), x.row(order[p]) + x.cols, out.row(size_type(p)));
+  return out;
+}
+
+HostRows permute_cols(const HostRows& x, const std::vector<int>& order) {
+  HostRows out{x.rows, x.cols, std::vector<double>(x.values.size())};
+  for (size_type i = 0; i < x.rows; ++i)
+    for (size_t p = 0; p < order.size(); ++p) out.row(i)[p] = x.row(i)[order[p]];
+  return out;
+}
+
+HostRows transpose(const HostRows& x) {
+  HostRows t{x.cols, x.rows, std::vector<double>(x.values.size())};
+  for (size_type r = 0; r < x.rows; ++r)
+    for (size_type c = 0; c < x.cols; ++c) t.values[size_t(c * x.rows + r)] = x.values[size_t(r * x.cols + c)];
+  return t;
+}
+
+/// The TPM outputs of cNMF's consensus from the program-ordered usages U (n x k).
+void tpm_outputs(const ExecSpace& space, const TpmInput& tpm, const HostRows& U,
+                 const SolverOptions& run, size_type block_nnz, ConsensusResult& out) {
+  compat::ScopedRegion region("knmf::consensus::tpm");
+  const RowSource& T = *tpm.tpm;
+  const size_type n = T.rows(), gt = T.cols();
+  const int k = int(U.cols);
+  if (n != U.rows)
+    input_error(T.name(), " has ", n, " cells but the norm_counts matrix has ", U.rows);
+  if (size_type(tpm.gene_std.size()) != gt)
+    input_error("tpm_stats: ", tpm.gene_std.size(), " genes but ", T.name(), " has ", gt);
+  // normalized usages (cNMF: rf_usages.div(rf_usages.sum(axis=1), axis=0); a cell with no
+  // usage at all gets zeros here, where cNMF would get NaN and fail)
+  HostRows V{n, 2 * k, std::vector<double>(size_t(n * 2 * k))};
+  for (size_type i = 0; i < n; ++i) {
+    double s = 0.0;
+    for (int t = 0; t < k; ++t) s += U.row(i)[t];
+    for (int t = 0; t < k; ++t) {
+      V.row(i)[t] = U.row(i)[t];
+      const double un = s != 0.0 ? U.row(i)[t] / s : 0.0;
+      V.row(i)[k + t] = tpm.float32 ? double(to_f32(un)) : un;  // norm_usages.astype(tpm dtype)
+    }
+  }
+  auto Vd = detail::upload_transposed(space, V, "knmf::consensus::usages");  // 2k x n
+  auto Q = detail::alloc_matrix(space, "knmf::consensus::UtT", 2 * k, gt);
+  Kokkos::deep_copy(space, Q, 0.0);
+  std::vector<double> colsum(static_cast<size_t>(gt), 0.0), colsq(static_cast<size_t>(gt), 0.0);
+  detail::DeviceBlock block(space);
+  // pass 1: U^T TPM, Un^T TPM and the column sums
+  T.for_each_block(block_nnz, [&](const io::CsrBlock<double>& b) {
+    for (size_t p = 0; p < b.values.size(); ++p) {
+      const double v = b.values[p];
+      colsum[size_t(b.cols[p])] += v;
+      colsq[size_t(b.cols[p])] += v * v;
+    }
+    block.upload(b, false, true);
+    detail::accumulate_ut_block(space, block, Vd, Q);
+  });
+  const HostRows Qh = transpose(detail::download_transposed(space, Q));  // 2k x gt row-major
+  // Grams U^T U and Un^T Un, and U^T 1
+  detail::DMatrix Ud(Vd.data(), 2 * k, n);
+  std::vector<double> gram_all = detail::gram(space, Ud);  // (2k x 2k)
+  std::vector<double> UtU(size_t(k * k)), NtN(size_t(k * k));
+  for (int a = 0; a < k; ++a)
+    for (int c = 0; c < k; ++c) {
+      UtU[size_t(a * k + c)] = gram_all[size_t(a * 2 * k + c)];
+      NtN[size_t(a * k + c)] = gram_all[size_t((k + a) * 2 * k + k + c)];
+    }
+  std::vector<double> usum(static_cast<size_t>(k), 0.0);
+  for (size_type i = 0; i < n; ++i)
+    for (int t = 0; t < k; ++t) usum[size_t(t)] += U.row(i)[t];
+
+  // gene scores: OLS of the z-scored TPM on U (cNMF's efficient_ols_all_cols, normalize_y)
+  std::vector<double> XtY(size_t(k * gt));
+  for (size_type j = 0; j < gt; ++j) {
+    const double mean = colsum[size_t(j)] / double(n);
+    double var = colsq[size_t(j)] / double(n) - mean * mean;
+    if (!(var >= 1e-12)) var = 1e-12;
+    const double sd = std::sqrt(var);
+    for (int t = 0; t < k; ++t)
+      XtY[size_t(t * gt + j)] = (Qh.row(t)[j] - usum[size_t(t)] * mean) / sd;
+  }
+  out.spectra_score = HostRows{k, gt, gram_lstsq(UtU, XtY, k, gt)};
+
+  // TPM spectra: fixed-H refit of TPM^T (genes x cells) on Un^T; P = Un^T TPM
+  double tsum = 0.0, tnorm2 = 0.0;
+  for (size_type j = 0; j < gt; ++j) {
+    tsum += colsum[size_t(j)];
+    tnorm2 += colsq[size_t(j)];
+  }
+  {
+    auto P = detail::alloc_matrix(space, "knmf::consensus::UnT", k, gt);
+    HostRows Pn{k, gt, std::vector<double>(Qh.values.begin() + k * gt, Qh.values.end())};
+    P = detail::upload_rows(space, Pn, "knmf::consensus::UnT");
+    out.tpm_spectra_refit =
+        detail::refit_device(space, P, NtN, tnorm2, tsum / (double(n) * double(gt)), n, run, true);
+  }
+  out.spectra_tpm = transpose(out.tpm_spectra_refit.W);  // k x gt
+  if (tpm.float32)
+    for (auto& v : out.spectra_tpm.values) v = double(to_f32(v));
+
+  // starCAT reference spectra (cNMF's build_reference, from the .txt values)
+  const size_type gh = size_type(tpm.hvg_columns.size());
+  out.starcat = HostRows{k, gh, std::vector<double>(size_t(k * gh))};
+  for (int t = 0; t < k; ++t) {
+    std::vector<double> row(out.spectra_tpm.row(t), out.spectra_tpm.row(t) + gt);
+    if (tpm.float32)
+      for (auto& v : row) v = f32_txt_value(v);
+    const double s = detail::pairwise_sum(row.data(), gt);
+    for (size_type h = 0; h < gh; ++h) {
+      const int j = tpm.hvg_columns[size_t(h)];
+      out.starcat.row(t)[h] = row[size_t(j)] / s * 1e6 / tpm.gene_std[size_t(j)];
+    }
+  }
+
+  // final usages: refit of the unit-variance HVG TPM on the HVG TPM spectra / std
+  std::vector<int> map(static_cast<size_t>(gt), -1);
+  std::vector<double> scale(static_cast<size_t>(gt), 0.0);
+  double hsum = 0.0, hnorm2 = 0.0;
+  for (size_type h = 0; h < gh; ++h) {
+    const int j = tpm.hvg_columns[size_t(h)];
+    if (j < 0 || j >= gt) input_error("HVG ", h, " has TPM column ", j, " out of range");
+    map[size_t(j)] = int(h);
+    const double mean = colsum[size_t(j)] / double(n);
+    double var = (colsq[size_t(j)] / double(n) - mean * mean);
+    var = n > 1 ? var * double(n) / double(n - 1) : 0.0;  // scanpy's scale: ddof = 1
+    double sd = var > 0.0 ? std::sqrt(var) : 0.0;
+    if (sd == 0.0) sd = 1.0;
+    scale[size_t(j)] = 1.0 / sd;
+    hsum += colsum[size_t(j)] / sd;
+    hnorm2 += colsq[size_t(j)] / (sd * sd);
+  }
+  HostRows H2{k, gh, std::vector<double>(size_t(k * gh))};
+  for (int t = 0; t < k; ++t)
+    for (size_type h = 0; h < gh; ++h) {
+      const int j = tpm.hvg_columns[size_t(h)];
+      double v = out.spectra_tpm.row(t)[j] / tpm.gene_std[size_t(j)];
+      if (!std::isfinite(v)) v = 0.0;  // a gene with zero std in tpm_stats
+      H2.row(t)[h] = tpm.float32 ? double(to_f32(v)) : v;
+    }
+  auto H2d = detail::upload_rows(space, H2, "knmf::consensus::H_tpm");
+  Kokkos::View<int*, MemSpace> dmap(Kokkos::view_alloc(space, "knmf::consensus::hvg_map"), gt);
+  {
+    auto hm = Kokkos::create_mirror_view(dmap);
+    for (size_type j = 0; j < gt; ++j) hm(j) = map[size_t(j)];
+    Kokkos::deep_copy(space, dmap, hm);
+  }
+  auto dscale = detail::upload(space, scale, "knmf::consensus::hvg_scale");
+  auto P2 = detail::alloc_matrix(space, "knmf::consensus::P_tpm", k, n);
+  // pass 2: (scaled HVG TPM) H2^T
+  T.for_each_block(block_nnz, [&](const io::CsrBlock<double>& b) {
+    block.upload(b, true, false);
+    detail::block_times_ht(space, block, H2d, dmap, dscale, P2);
+  });
+  out.tpm_usage_refit = detail::refit_device(space, P2, detail::gram(space, H2d), hnorm2,
+                                             hsum / (double(n) * double(gh)), gh, run, true);
+  if (tpm.float32)
+    for (auto& v : out.tpm_usage_refit.W.values) v = double(to_f32(v));
+}
+
+}  // namespace
+
+ConsensusResult run_consensus(const ExecSpace& space, const HostRows& merged, int k,
+                              const RowSource& X, const TpmInput* tpm, const SolverOptions& run,
+                              const ConsensusOptions& opts) {
+  compat::ScopedRegion region("knmf::consensus::run");
+  opts.validate();
+  run.validate();
+  if (merged.cols != X.cols())
+    input_error("consensus k = ", k, ": the replicate spectra have ", merged.cols, " genes but ",
+                X.name(), " has ", X.cols());
+  ConsensusResult out;
+  out.clustering = cluster_spectra(space, merged, k, opts, true, true);
+  auto refits = refit_usages_streamed(space, X, {out.clustering.median_spectra}, run,
+                                      opts.stream_block_nnz, true);
+  RefitOutcome refit = std::move(refits[0]);
+  out.order = program_order(refit.W);
+  out.spectra = permute_rows(out.clustering.median_spectra, out.order);
+  refit.W = permute_cols(refit.W, out.order);
+  out.prediction_error = refit.squared_error;
+  out.refit = std::move(refit);
+  if (tpm != nullptr && tpm->tpm != nullptr) {
+    out.have_tpm = true;
+    if (size_type(tpm->hvg_columns.size()) != X.cols())
+      input_error("consensus: ", tpm->hvg_columns.size(), " HVG columns for ", X.cols(),
+                  " genes of ", X.name());
+    tpm_outputs(space, *tpm, out.refit.W, run, opts.stream_block_nnz, out);
+  }
+  return out;
+}
+
+std::vector<KSelectionRow> k_selection(const ExecSpace& space, const std::vector<HostRows>& merged,
+                                       const std::vector<int>& ks, const RowSource& X,
+                                       const SolverOptions& run, const ConsensusOptions& opts) {
+  compat::ScopedRegion region("knmf::consensus::k_selection");
+  opts.validate();
+  run.validate();
+  KNMF_ASSERT(merged.size() == ks.size(), "one spectra stack per k");
+  std::vector<KSelectionRow> rows(ks.size());
+  std::vector<HostRows> medians;
+  for (size_t i = 0; i < ks.size(); ++i) {
+    if (merged[i].cols != X.cols())
+      input_error("k-selection k = ", ks[i], ": the replicate spectra have ", merged[i].cols,
+                  " genes but ", X.name(), " has ", X.cols());
+    auto c = cluster_spectra(space, merged[i], ks[i], opts, false, true);
+    rows[i].k = ks[i];
+    rows[i].local_density_threshold = opts.local_density_threshold;
+    rows[i].silhouette = c.silhouette;
+    medians.push_back(std::move(c.median_spectra));
+  }
+  // refits in groups whose products fit the budget, one pass over X per group
+  const size_type budget = opts.product_bytes;
+  size_t i = 0;
+  while (i < ks.size()) {
+    size_t j = i;
+    size_type rows_k = 0;
+    while (j < ks.size() &&
+           (j == i || (rows_k + ks[j]) * X.rows() * size_type(sizeof(double)) * 2 <= budget))
+      rows_k += ks[j++];
+    std::vector<HostRows> group(medians.begin() + long(i), medians.begin() + long(j));
+    auto refits = refit_usages_streamed(space, X, group, run, opts.stream_block_nnz, false);
+    for (size_t s = i; s < j; ++s) rows[s].prediction_error = refits[s - i].squared_error;
+    i = j;
+  }
+  return rows;
+}
+
+}  // namespace knmf::consensus

@@ -1,0 +1,207 @@
+// Fixed-H refits from streamed products (see knmf/consensus/refit.hpp). The iterations use
+// the batched solver's own kernels with one slot.
+#include "knmf/consensus/refit.hpp"
+
+#include <cmath>
+
+#include "consensus/detail/refit.hpp"
+#include "consensus/detail/stream.hpp"
+#include "knmf/core/error.hpp"
+#include "solver/detail/kernels.hpp"
+
+namespace knmf::consensus {
+
+namespace detail {
+
+namespace {
+struct OneSlot {
+  knmf::detail::SlotGram G;
+  knmf::detail::SlotMask mask;
+  Kokkos::View<double*, MemSpace> gram_partial, red_partial;
+  size_type nch = 0;
+};
+
+OneSlot one_slot(const ExecSpace& space, int k, size_type m) {
+  OneSlot s;
+  s.G = knmf::detail::SlotGram(Kokkos::view_alloc(space, "knmf::consensus::gram"), 1, k, k);
+  s.mask = knmf::detail::SlotMask(Kokkos::view_alloc(space, "knmf::consensus::mask"), 1);
+  Kokkos::deep_copy(space, s.mask, 1);
+  s.nch = knmf::detail::num_chunks(m > 0 ? m : 1);
+  s.gram_partial = Kokkos::View<double*, MemSpace>(
+      Kokkos::view_alloc(space, Kokkos::WithoutInitializing, "knmf::consensus::gram_partial"),
+      s.nch * k * k);
+  s.red_partial = Kokkos::View<double*, MemSpace>(
+      Kokkos::view_alloc(space, Kokkos::WithoutInitializing, "knmf::consensus::red_partial"),
+      s.nch);
+  return s;
+}
+
+std::vector<double> slot_gram_host(const ExecSpace& space, const DMatrix& F, OneSlot& s) {
+  const int k = int(F.extent(0));
+  knmf::detail::slot_gram(space, F, 1, k, s.mask, s.gram_partial, s.G);
+  auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), s.G);
+  std::vector<double> out(size_t(k * k));
+  for (int a = 0; a < k; ++a)
+    for (int b = 0; b < k; ++b) out[size_t(a * k + b)] = h(0, a, b);
+  return out;
+}
+}  // namespace
+
+std::vector<double> gram(const ExecSpace& space, const DMatrix& F) {
+  auto s = one_slot(space, int(F.extent(0)), size_type(F.extent(1)));
+  return slot_gram_host(space, F, s);
+}
+
+RefitOutcome refit_device(const ExecSpace& space, const DMatrix& P, const std::vector<double>& G,
+                          double norm2_x, double mean_x, size_type n_cols,
+                          const SolverOptions& opts, bool return_W) {
+  compat::ScopedRegion region("knmf::consensus::refit");
+  opts.validate();
+  const int k = int(P.extent(0));
+  const size_type m = size_type(P.extent(1));
+  KNMF_ASSERT(G.size() == size_t(k * k), "G is k x k");
+  const Regularization reg = regularization(opts, m, n_cols);
+  OneSlot s = one_slot(space, k, m);
+  // H H^T of the fixed spectra (double, per slot)
+  auto gh_host = Kokkos::create_mirror_view(s.G);
+  for (int a = 0; a < k; ++a)
+    for (int b = 0; b < k; ++b) gh_host(0, a, b) = G[size_t(a * k + b)];
+  knmf::detail::SlotGram GH(Kokkos::view_alloc(space, "knmf::consensus::HHt"), 1, k, k);
+  Kokkos::deep_copy(space, GH, gh_host);
+
+  DMatrix W = alloc_matrix(space, "knmf::consensus::W", k, m);
+  // scikit-learn (update_H=False): W = sqrt(mean/k) for MU, zeros for CD
+  const double w0 = opts.solver == SolverKind::mu ? std::sqrt(mean_x / double(k)) : 0.0;
+  Kokkos::deep_copy(space, W, w0);
+
+  auto error2 = [&](const DMatrix& Wc) {
+    knmf::detail::slot_dot(space, Wc, P, 1, k, s.mask, s.red_partial);
+    const double cross = knmf::detail::sum_slot_partials(s.red_partial, s.nch, 1)[0];
+    const auto gw = slot_gram_host(space, Wc, s);
+    double wh = 0.0;
+    for (size_t e = 0; e < gw.size(); ++e) wh += gw[e] * G[e];
+    const double sq = norm2_x - 2.0 * cross + wh;
+    return sq > 0.0 ? sq : 0.0;
+  };
+
+  RefitOutcome out;
+  out.error_at_init = std::sqrt(error2(W));
+  if (m == 0) {
+    out.status = ReplicateStatus::converged;
+  } else if (opts.solver == SolverKind::cd) {
+    double viol_init = 0.0;
+    for (int it = 1; it <= opts.max_iter; ++it) {
+      knmf::detail::cd_update(space, W, P, GH, 1, k, s.mask, reg.l1_W, reg.l2_W, s.red_partial);
+      const double v = knmf::detail::sum_slot_partials(s.red_partial, s.nch, 1)[0];
+      out.n_iter = it;
+      if (it == 1) viol_init = v;
+      if (!std::isfinite(v)) {
+        out.status = ReplicateStatus::non_finite;
+        break;
+      }
+      if (viol_init == 0.0 || v / viol_init <= opts.tol) {
+        out.status = ReplicateStatus::converged;
+        break;
+      }
+      out.status = ReplicateStatus::max_iter;
+    }
+  } else {
+    const bool add_eps = opts.zero_guard == ZeroGuard::add_eps;
+    DMatrix Wn = alloc_matrix(space, "knmf::consensus::W_next", k, m);
+    double prev = out.error_at_init;
+    for (int it = 1; it <= opts.max_iter; ++it) {
+      knmf::detail::mu_update(space, W, P, GH, k, s.mask, reg.l1_W, reg.l2_W, add_eps, opts.eps, Wn);
+      std::swap(W, Wn);
+      out.n_iter = it;
+      out.status = ReplicateStatus::max_iter;
+      if (opts.tol > 0 && it % opts.check_every == 0) {
+        const double e = std::sqrt(error2(W));
+        if (!std::isfinite(e)) {
+          out.status = ReplicateStatus::non_finite;
+          break;
+        }
+        if ((prev - e) / out.error_at_init < opts.tol) {
+          out.status = ReplicateStatus::converged;
+          break;
+        }
+        prev = e;
+      }
+    }
+  }
+  out.squared_error = error2(W);
+  if (return_W) out.W = download_transposed(space, W);
+  return out;
+}
+
+}  // namespace detail
+
+RefitOutcome refit_from_products(const ExecSpace& space, const HostRows& xht, const HostRows& G,
+                                 double norm2_x, double mean_x, size_type n_cols,
+                                 const SolverOptions& opts) {
+  const int k = int(xht.cols);
+  if (G.rows != k || G.cols != k) input_error("refit: H H^T must be ", k, " x ", k);
+  auto P = detail::upload_transposed(space, xht, "knmf::consensus::P");
+  return detail::refit_device(space, P, G.values, norm2_x, mean_x, n_cols, opts, true);
+}
+
+namespace {
+/// Neumaier-compensated accumulation (the sums of X are exact to about one rounding).
+struct Compensated {
+  double sum = 0.0, c = 0.0;
+  void add(double v) {
+    const double t = sum + v;
+    c += std::fabs(sum) >= std::fabs(v) ? (sum - t) + v : (v - t) + sum;
+    sum = t;
+  }
+  double value() const { return sum + c; }
+};
+}  // namespace
+
+std::vector<RefitOutcome> refit_usages_streamed(const ExecSpace& space, const RowSource& X,
+                                                const std::vector<HostRows>& spectra,
+                                                const SolverOptions& opts, size_type block_nnz,
+                                                bool return_W) {
+  compat::ScopedRegion region("knmf::consensus::refit_usages");
+  opts.validate();
+  const size_type n = X.rows(), g = X.cols();
+  std::vector<detail::DMatrix> H, P;
+  std::vector<std::vector<double>> G;
+  for (size_t s = 0; s < spectra.size(); ++s) {
+    const HostRows& h = spectra[s];
+    if (h.cols != g)
+      input_error("refit: spectra ", s, " have ", h.cols, " genes but ", X.name(), " has ", g);
+    if (h.rows < 1) input_error("refit: spectra ", s, " have no rows");
+    for (size_type e = 0; e < h.rows * h.cols; ++e) {
+      const double v = h.values[size_t(e)];
+      if (!std::isfinite(v) || v < 0)
+        input_error("refit: spectra ", s, " have an invalid value ", v, " at row ", e / g,
+                    ", column ", e % g, ": spectra must be finite and non-negative");
+    }
+    H.push_back(detail::upload_rows(space, h, "knmf::consensus::H"));
+    G.push_back(detail::gram(space, H.back()));
+    P.push_back(detail::alloc_matrix(space, "knmf::consensus::P", h.rows, n));
+  }
+  Compensated sum, norm2;
+  detail::DeviceBlock block(space);
+  const Kokkos::View<int*, MemSpace> no_map;
+  const detail::DVector no_scale;
+  {
+    compat::ScopedRegion r2("knmf::consensus::stream_x");
+    X.for_each_block(block_nnz, [&](const io::CsrBlock<double>& b) {
+      for (double v : b.values) {
+        sum.add(v);
+        norm2.add(v * v);
+      }
+      block.upload(b, true, false);
+      for (size_t s = 0; s < spectra.size(); ++s)
+        detail::block_times_ht(space, block, H[s], no_map, no_scale, P[s]);
+    });
+  }
+  const double mean = sum.value() / (double(n) * double(g));
+  std::vector<RefitOutcome> out;
+  for (size_t s = 0; s < spectra.size(); ++s)
+    out.push_back(detail::refit_device(space, P[s], G[s], norm2.value(), mean, g, opts, return_W));
+  return out;
+}
+
+}  // namespace knmf::consensus

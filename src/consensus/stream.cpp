@@ -1,0 +1,108 @@
+// Streamed CSR block products (see consensus/detail/stream.hpp).
+#include "consensus/detail/stream.hpp"
+
+#include "knmf/core/error.hpp"
+
+namespace knmf::consensus::detail {
+
+namespace {
+template <class V, class T>
+void ensure_and_copy(const ExecSpace& space, V& dst, const std::vector<T>& src, const char* label) {
+  if (dst.extent(0) < src.size())
+    dst = V(Kokkos::view_alloc(space, Kokkos::WithoutInitializing, std::string(label)),
+            src.size() + src.size() / 4 + 16);
+  if (src.empty()) return;
+  Kokkos::View<const typename V::value_type*, Kokkos::HostSpace,
+               Kokkos::MemoryTraits<Kokkos::Unmanaged>>
+      h(reinterpret_cast<const typename V::value_type*>(src.data()), src.size());
+  auto d = Kokkos::subview(dst, std::make_pair(size_t(0), src.size()));
+  Kokkos::deep_copy(space, d, h);
+}
+}  // namespace
+
+void DeviceBlock::upload(const io::CsrBlock<double>& b, bool csr, bool csc) {
+  static_assert(sizeof(std::int64_t) == sizeof(size_type), "64-bit offsets");
+  row_begin = b.row_begin;
+  rows = b.rows();
+  ncols = b.ncols;
+  nnz = b.nnz();
+  if (csr) {
+    ensure_and_copy(space_, row_ptr, b.row_offsets, "knmf::consensus::row_ptr");
+    ensure_and_copy(space_, col, b.cols, "knmf::consensus::col");
+    ensure_and_copy(space_, val, b.values, "knmf::consensus::val");
+  }
+  if (csc) {
+    // counting sort by column; entries of a column stay in row order
+    h_col_ptr_.assign(size_t(ncols + 1), 0);
+    for (auto c : b.cols) {
+      if (c < 0 || c >= ncols) input_error("CSR block: column index ", c, " out of range [0, ", ncols, ")");
+      ++h_col_ptr_[size_t(c) + 1];
+    }
+    for (size_type j = 0; j < ncols; ++j) h_col_ptr_[size_t(j + 1)] += h_col_ptr_[size_t(j)];
+    h_row_idx_.resize(static_cast<size_t>(nnz));
+    h_cval_.resize(static_cast<size_t>(nnz));
+    std::vector<size_type> next(h_col_ptr_.begin(), h_col_ptr_.end() - 1);
+    for (size_type r = 0; r < rows; ++r)
+      for (size_type p = b.row_offsets[size_t(r)]; p < b.row_offsets[size_t(r + 1)]; ++p) {
+        const size_type q = next[size_t(b.cols[size_t(p)])]++;
+        h_row_idx_[size_t(q)] = r;
+        h_cval_[size_t(q)] = b.values[size_t(p)];
+      }
+    ensure_and_copy(space_, col_ptr, h_col_ptr_, "knmf::consensus::col_ptr");
+    ensure_and_copy(space_, row_idx, h_row_idx_, "knmf::consensus::row_idx");
+    ensure_and_copy(space_, cval, h_cval_, "knmf::consensus::cval");
+  }
+  space_.fence();  // the host buffers may change after this call
+}
+
+void block_times_ht(const ExecSpace& space, const DeviceBlock& b, const DMatrix& H,
+                    const Kokkos::View<int*, MemSpace>& map, const DVector& scale, const DMatrix& P) {
+  const int k = int(H.extent(0));
+  const size_type rows = b.rows, r0 = b.row_begin;
+  const bool has_map = map.extent(0) > 0, has_scale = scale.extent(0) > 0;
+  auto row_ptr = b.row_ptr;
+  auto col = b.col;
+  auto val = b.val;
+  Kokkos::parallel_for(
+      "knmf::consensus::block_times_ht", Policy64(space, 0, rows * k),
+      KOKKOS_LAMBDA(const size_type e) {
+        const int t = int(e % k);
+        const size_type i = e / k;
+        double acc = 0.0;
+        for (size_type p = row_ptr(i); p < row_ptr(i + 1); ++p) {
+          const int c = col(p);
+          const int m = has_map ? map(c) : c;
+          if (m < 0) continue;
+          const double v = has_scale ? val(p) * scale(c) : val(p);
+          acc += v * H(t, m);
+        }
+        P(t, r0 + i) = acc;
+      });
+}
+
+void accumulate_ut_block(const ExecSpace& space, const DeviceBlock& b, const DMatrix& U,
+                         const DMatrix& Q) {
+  const int k = int(U.extent(0));
+  const size_type ncols = b.ncols, r0 = b.row_begin;
+  auto col_ptr = b.col_ptr;
+  auto row_idx = b.row_idx;
+  auto cval = b.cval;
+  Kokkos::parallel_for(
+      "knmf::consensus::ut_times_block", Policy64(space, 0, ncols * k),
+      KOKKOS_LAMBDA(const size_type e) {
+        const int t = int(e % k);
+        const size_type j = e / k;
+        double acc = Q(t, j);
+        for (size_type p = col_ptr(j); p < col_ptr(j + 1); ++p) acc += cval(p) * U(t, r0 + row_idx(p));
+        Q(t, j) = acc;
+      });
+}
+
+DMatrix upload_rows(const ExecSpace& space, const HostRows& x, const std::string& label) {
+  HostRows t{x.cols, x.rows, std::vector<double>(x.values.size())};
+  for (size_type r = 0; r < x.rows; ++r)
+    for (size_type c = 0; c < x.cols; ++c) t.values[size_t(c * x.rows + r)] = x.values[size_t(r * x.cols + c)];
+  return upload_transposed(space, t, label);
+}
+
+}  // namespace knmf::consensus::detail

@@ -1,0 +1,53 @@
+#pragma once
+// Shared helpers of the consensus tests: the pbmcA reference run and the golden file.
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "knmf/consensus/clustering.hpp"
+#include "knmf/io/dataframe.hpp"
+#include "test_support.hpp"
+
+namespace knmf::test {
+
+inline std::filesystem::path pbmc_dir() { return shared_dir() / "data" / "cnmf-pbmc-donor-a"; }
+inline std::filesystem::path pbmc_ref_tmp() { return pbmc_dir() / "reference" / "pbmcA" / "cnmf_tmp"; }
+inline std::filesystem::path pbmc_prepare() { return pbmc_dir() / "prepare" / "pbmcA"; }
+
+inline io::DataFrame ref_frame(const std::string& file) {
+  return io::read_df_npz((pbmc_ref_tmp() / file).string());
+}
+
+inline consensus::HostRows merged_spectra(int k) {
+  const auto df = ref_frame("pbmcA.spectra.k_" + std::to_string(k) + ".merged.df.npz");
+  return consensus::HostRows{df.rows, df.cols, df.data};
+}
+
+inline const nlohmann::json& consensus_golden() {
+  static const nlohmann::json g = load_json("consensus/golden.json");
+  return g;
+}
+
+/// Pearson correlation of two equally long vectors.
+inline double correlation(const double* a, const double* b, std::size_t n) {
+  double ma = 0, mb = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    ma += a[i];
+    mb += b[i];
+  }
+  ma /= double(n);
+  mb /= double(n);
+  double sab = 0, saa = 0, sbb = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    sab += (a[i] - ma) * (b[i] - mb);
+    saa += (a[i] - ma) * (a[i] - ma);
+    sbb += (b[i] - mb) * (b[i] - mb);
+  }
+  return sab / std::sqrt(saa * sbb);
+}
+
+/// Hungarian assignment (maximizing the total score) of rows to columns of a square
+/// score matrix; returns the column of each row.
+std::vector<int> hungarian_max(const std::vector<std::vector<double>>& score);
+
+}  // namespace knmf::test

@@ -1,0 +1,90 @@
+#pragma once
+// Checks shared by the results-file tests (test_results_file.cpp, test_results_file_kill.cpp).
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "knmf/io/results_file.hpp"
+#include "test_results_file_support.hpp"
+
+namespace knmf::test {
+
+/// The run options, genes and job table of two RunInfos are equal (provenance aside).
+inline void expect_same_run(const io::RunInfo& a, const io::RunInfo& b) {
+  EXPECT_EQ(a.input, b.input);
+  EXPECT_EQ(a.n_cells, b.n_cells);
+  EXPECT_EQ(a.genes, b.genes);
+  EXPECT_EQ(a.ks, b.ks);
+  EXPECT_EQ(a.n_iter, b.n_iter);
+  EXPECT_EQ(a.seed, b.seed);
+  EXPECT_EQ(a.solver.solver, b.solver.solver);
+  EXPECT_EQ(a.solver.tol, b.solver.tol);
+  EXPECT_EQ(a.solver.max_iter, b.solver.max_iter);
+  EXPECT_EQ(a.solver.check_every, b.solver.check_every);
+  EXPECT_EQ(a.solver.alpha_W, b.solver.alpha_W);
+  EXPECT_EQ(a.solver.alpha_H, b.solver.alpha_H);
+  EXPECT_EQ(a.solver.l1_ratio, b.solver.l1_ratio);
+  EXPECT_EQ(a.solver.zero_guard, b.solver.zero_guard);
+  EXPECT_EQ(a.solver.eps, b.solver.eps);
+  EXPECT_EQ(a.dtype, b.dtype);
+  EXPECT_EQ(a.beta_loss, b.beta_loss);
+  EXPECT_EQ(a.save_usages, b.save_usages);
+  ASSERT_EQ(a.jobs.size(), b.jobs.size());
+  for (std::size_t i = 0; i < a.jobs.size(); ++i) {
+    EXPECT_EQ(a.jobs[i].k, b.jobs[i].k) << "job " << i;
+    EXPECT_EQ(a.jobs[i].iter, b.jobs[i].iter) << "job " << i;
+    EXPECT_EQ(a.jobs[i].seed, b.jobs[i].seed) << "job " << i;
+    EXPECT_EQ(a.jobs[i].index, b.jobs[i].index) << "job " << i;
+  }
+}
+
+/// Every replicate flagged completed in `r` holds exactly synthetic_result's values (spectra,
+/// usages, table). Returns the number of completed replicates; adds to `mismatches`.
+inline std::int64_t check_committed(const io::ResultsReader& r, int* mismatches = nullptr) {
+  const io::RunInfo& info = r.info();
+  std::int64_t count = 0;
+  int bad = 0;
+  for (const Job& job : info.jobs) {
+    const auto t = r.table(job.k);
+    const auto i = static_cast<std::size_t>(job.iter);
+    EXPECT_EQ(t.seeds[i], job.seed);
+    if (!t.completed[i]) continue;
+    ++count;
+    const ReplicateResult want = synthetic_result(info, job);
+    const std::string where = "k " + std::to_string(job.k) + " iter " + std::to_string(job.iter);
+    bool ok = r.spectra(job.k, job.iter) == want.H && t.iterations[i] == want.n_iter &&
+              t.error_at_init[i] == want.error_at_init && t.final_error[i] == want.final_error &&
+              t.seconds[i] == want.seconds && t.status[i] == io::to_state(want.status);
+    if (info.save_usages) ok = ok && r.usages(job.k, job.iter) == stored_usages(info, want);
+    EXPECT_TRUE(ok) << r.path() << ": completed replicate " << where << " does not hold its data";
+    bad += ok ? 0 : 1;
+  }
+  if (mismatches) *mismatches += bad;
+  return count;
+}
+
+/// Two files hold the same run and the same values for every replicate.
+inline void expect_same_content(const io::ResultsReader& a, const io::ResultsReader& b) {
+  expect_same_run(a.info(), b.info());
+  EXPECT_EQ(a.complete(), b.complete());
+  for (int k : a.ks()) {
+    const auto ta = a.table(k), tb = b.table(k);
+    EXPECT_EQ(ta.seeds, tb.seeds) << "k " << k;
+    EXPECT_EQ(ta.iterations, tb.iterations) << "k " << k;
+    EXPECT_EQ(ta.error_at_init, tb.error_at_init) << "k " << k;
+    EXPECT_EQ(ta.final_error, tb.final_error) << "k " << k;
+    EXPECT_EQ(ta.seconds, tb.seconds) << "k " << k;
+    EXPECT_EQ(ta.status, tb.status) << "k " << k;
+    EXPECT_EQ(ta.completed, tb.completed) << "k " << k;
+    EXPECT_EQ(a.spectra(k), b.spectra(k)) << "k " << k;
+    if (a.has_usages()) {
+      for (int it = 0; it < a.n_iter(); ++it)
+        EXPECT_EQ(a.usages(k, it), b.usages(k, it)) << "k " << k << " iter " << it;
+    }
+  }
+}
+
+}  // namespace knmf::test

@@ -1,0 +1,325 @@
+// The results file survives kill -9: a writer process (results_file_kill_helper) is SIGKILLed
+// at random moments and at each step of the write protocol; after every kill the file must
+// open, every replicate flagged completed must hold exactly its data, no replicate committed
+// before the kill may be lost, and `complete` must be 0 unless every replicate is committed.
+// Resuming then completes the run, and the result must equal an uninterrupted run's.
+//
+// KNMF_KILL_SEED=<n> changes the random kill moments (the default is fixed, for repeatability).
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "knmf/io/results_file.hpp"
+#include "test_results_file_checks.hpp"
+#include "test_results_file_support.hpp"
+#include "test_support.hpp"
+
+extern char** environ;
+
+namespace fs = std::filesystem;
+using knmf::io::ResultsReader;
+using knmf::test::TempDir;
+
+namespace {
+
+const char* kHelper = KNMF_RESULTS_KILL_HELPER;
+
+const char* phase_name(int p) {
+  static const char* names[] = {"(not started)", "opening/creating", "created, before rename",
+                                "computing", "write()", "commit: flushing data",
+                                "commit: writing flags", "commit: flushing flags", "committed",
+                                "finish: final commit", "finish: setting complete",
+                                "finish: complete flushed", "done"};
+  return p >= 0 && p <= 12 ? names[p] : "?";
+}
+
+bool in_commit(int p) { return p >= 5 && p <= 7; }
+
+struct Progress {
+  volatile std::int32_t phase;
+  volatile std::int32_t committed;
+};
+
+/// The helper's progress page, shared through a file mapped in both processes.
+class ProgressFile {
+public:
+  explicit ProgressFile(const fs::path& path) : path_(path) {
+    const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC, 0644);
+    EXPECT_GE(fd, 0);
+    EXPECT_EQ(::ftruncate(fd, sizeof(Progress)), 0);
+    void* p = ::mmap(nullptr, sizeof(Progress), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    ::close(fd);
+    EXPECT_NE(p, MAP_FAILED);
+    page_ = static_cast<Progress*>(p);
+  }
+  ~ProgressFile() { ::munmap(const_cast<Progress*>(page_), sizeof(Progress)); }
+  void reset() {
+    page_->phase = 0;
+    page_->committed = 0;
+  }
+  int phase() const { return page_->phase; }
+  int committed() const { return page_->committed; }
+  const fs::path& path() const { return path_; }
+
+private:
+  fs::path path_;
+  Progress* page_ = nullptr;
+};
+
+/// Start the helper; its stderr goes to `stderr_file` when given.
+pid_t spawn_helper(const std::vector<std::string>& args, const fs::path& stderr_file = {}) {
+  std::vector<char*> argv;
+  argv.push_back(const_cast<char*>(kHelper));
+  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  if (!stderr_file.empty())
+    posix_spawn_file_actions_addopen(&actions, 2, stderr_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  pid_t pid = -1;
+  const int rc = ::posix_spawn(&pid, kHelper, &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  EXPECT_EQ(rc, 0) << "cannot start " << kHelper;
+  return pid;
+}
+
+/// Run the helper to its end; returns its exit status (or 128 + signal).
+int run_helper(const std::vector<std::string>& args) {
+  const pid_t pid = spawn_helper(args);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+/// The arguments of the run under test (small enough to take well under a second, large
+/// enough that commits take a noticeable share of that time).
+std::vector<std::string> run_args(const fs::path& out, const ProgressFile* progress,
+                                  std::vector<std::string> extra = {}) {
+  std::vector<std::string> a = {out.string(), "--n-iter", "12", "--genes", "3000", "--cells", "200",
+                                "--commit-every", "3", "--sleep-us", "2000"};
+  if (progress) {
+    a.push_back("--progress");
+    a.push_back(progress->path().string());
+  }
+  a.insert(a.end(), extra.begin(), extra.end());
+  return a;
+}
+
+constexpr std::int64_t kReplicates = 3 * 12;
+
+/// What a killed (or live) writer's file must satisfy. Returns the number of completed
+/// replicates; -1 when the file does not exist (allowed only before the first rename).
+std::int64_t check_after_kill(const fs::path& path, std::int64_t committed_at_least,
+                              std::int64_t replicates, const std::string& when) {
+  SCOPED_TRACE(when);
+  if (!fs::exists(path)) {
+    EXPECT_EQ(committed_at_least, 0) << "the file vanished after replicates were committed";
+    return -1;
+  }
+  std::int64_t done = -1;
+  try {
+    const auto r = ResultsReader::open(path);
+    int bad = 0;
+    done = knmf::test::check_committed(r, &bad);
+    EXPECT_EQ(bad, 0);
+    EXPECT_GE(done, committed_at_least) << "committed replicates were lost";
+    if (r.complete()) {
+      EXPECT_EQ(done, replicates) << "complete = 1 with replicates missing";
+    }
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << path << " does not open after the kill: " << e.what();
+  }
+  return done;
+}
+
+/// Resume the run to its end and compare with the uninterrupted reference.
+void resume_and_compare(const fs::path& path, const fs::path& reference,
+                        std::vector<std::string> extra = {}) {
+  ASSERT_EQ(run_helper(run_args(path, nullptr, extra)), 0) << "the resumed run failed";
+  const auto a = ResultsReader::open(path), b = ResultsReader::open(reference);
+  EXPECT_TRUE(a.complete());
+  EXPECT_EQ(knmf::test::check_committed(a), static_cast<std::int64_t>(a.info().jobs.size()));
+  knmf::test::expect_same_content(a, b);
+}
+
+class ResultsKill : public ::testing::Test {
+protected:
+  static void SetUpTestSuite() {
+    dir_ = new TempDir("knmf-kill");
+    const auto t0 = std::chrono::steady_clock::now();
+    ASSERT_EQ(run_helper(run_args(reference(), nullptr)), 0) << "the uninterrupted run failed";
+    run_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::fprintf(stderr, "uninterrupted run: %.3f s\n", run_seconds_);
+  }
+  static void TearDownTestSuite() {
+    delete dir_;
+    dir_ = nullptr;
+  }
+  static fs::path reference() { return *dir_ / "reference.h5"; }
+  static TempDir* dir_;
+  static double run_seconds_;
+};
+TempDir* ResultsKill::dir_ = nullptr;
+double ResultsKill::run_seconds_ = 0;
+
+}  // namespace
+
+TEST_F(ResultsKill, RandomKillsNeverCorruptTheFile) {
+  // A larger run than the other tests', so that commits (flush + fsync of ~1 MB) take a good
+  // share of the time; its own uninterrupted reference.
+  const std::vector<std::string> big = {"--n-iter", "30", "--genes", "8000", "--sleep-us", "1000"};
+  const fs::path reference = *dir_ / "random-reference.h5";
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_EQ(run_helper(run_args(reference, nullptr, big)), 0);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const std::int64_t replicates = 3 * 30;
+
+  unsigned seed = 20240501;
+  if (const char* s = std::getenv("KNMF_KILL_SEED")) seed = static_cast<unsigned>(std::stoul(s));
+  std::mt19937 rng(seed);
+  // Each session lives for a random part of a full run, so that many sessions (and kills)
+  // are needed to finish one; rounds on fresh files until there were enough kills.
+  std::uniform_real_distribution<double> lifetime(0.0, 0.12 * seconds);
+  std::map<std::string, int> by_phase;
+  int kills = 0, kills_in_commit = 0, live_checks = 0, rounds = 0;
+  const int want_kills = 30;
+  for (; kills < want_kills && rounds < 6; ++rounds) {
+    const fs::path path = *dir_ / ("random-" + std::to_string(rounds) + ".h5");
+    ProgressFile progress(*dir_ / ("random-" + std::to_string(rounds) + ".progress"));
+    std::int64_t last = 0;
+    for (int session = 0; session < 200; ++session) {
+      progress.reset();
+      const pid_t pid = spawn_helper(run_args(path, &progress, big));
+      std::this_thread::sleep_for(std::chrono::duration<double>(lifetime(rng)));
+      // Reading while the writer runs is allowed too (every other session).
+      if (session % 2 == 1) {
+        check_after_kill(path, 0, replicates, "read while the writer runs");
+        ++live_checks;
+      }
+      int status = 0;
+      if (::waitpid(pid, &status, WNOHANG) != pid) {
+        ::kill(pid, SIGKILL);
+        ::waitpid(pid, &status, 0);
+      }
+      if (!(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL)) {
+        ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "the helper failed";
+        std::fprintf(stderr, "round %d: session %d finished the run\n", rounds, session);
+        break;
+      }
+      ++kills;
+      const int phase = progress.phase();
+      ++by_phase[phase_name(phase)];
+      kills_in_commit += in_commit(phase) ? 1 : 0;
+      const std::int64_t done = check_after_kill(path, progress.committed(), replicates,
+                                                 "kill " + std::to_string(kills) + " during " + phase_name(phase));
+      if (done >= 0 || last > 0) {
+        EXPECT_GE(done, last) << "replicates completed before were lost";
+      }
+      last = std::max<std::int64_t>(last, done);
+      std::fprintf(stderr, "round %d, kill %2d during %-26s: %2lld of %lld replicates committed\n",
+                   rounds, kills, phase_name(phase), static_cast<long long>(std::max<std::int64_t>(done, 0)),
+                   static_cast<long long>(replicates));
+    }
+    resume_and_compare(path, reference, big);
+    EXPECT_GE(ResultsReader::open(path).sessions().size(), 2u);
+  }
+  std::fprintf(stderr, "%d kills in %d runs (%d inside a commit), %d reads of a live writer's file; by phase:\n",
+               kills, rounds, kills_in_commit, live_checks);
+  for (const auto& [name, n] : by_phase) std::fprintf(stderr, "  %-26s %d\n", name.c_str(), n);
+  EXPECT_GE(kills, want_kills) << "too few kills to mean anything";
+  EXPECT_GE(kills_in_commit, 3) << "too few kills landed inside a commit";
+}
+
+// Kill the writer exactly at each step of the protocol.
+TEST_F(ResultsKill, KillAtEachProtocolStep) {
+  struct Case {
+    const char* step;  // --die-at
+    std::int64_t min_done, max_done;
+    bool exists, complete;
+  };
+  // Commits come every 3 replicates; the 2nd commit is the one interrupted.
+  const Case cases[] = {
+      {"created:1", 0, 0, false, false},        // before the rename: no file yet
+      {"data_flushed:2", 3, 3, true, false},    // flags of the 2nd commit not written
+      {"flags_written:2", 3, 6, true, false},   // flags written but maybe still buffered
+      {"committed:2", 6, 6, true, false},       // 2nd commit durable
+      {"completing:1", kReplicates, kReplicates, true, false},
+      {"completed:1", kReplicates, kReplicates, true, true},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.step);
+    const std::string tag = std::string(c.step).substr(0, std::string(c.step).find(':'));
+    const fs::path path = *dir_ / ("step-" + tag + ".h5");
+    ProgressFile progress(*dir_ / ("step-" + tag + ".progress"));
+    EXPECT_EQ(run_helper(run_args(path, &progress, {"--die-at", c.step})), 128 + SIGKILL);
+    EXPECT_EQ(fs::exists(path), c.exists);
+    if (c.exists) {
+      const auto r = ResultsReader::open(path);
+      const std::int64_t done = knmf::test::check_committed(r);
+      EXPECT_GE(done, c.min_done);
+      EXPECT_LE(done, c.max_done);
+      EXPECT_EQ(r.complete(), c.complete);
+      std::fprintf(stderr, "killed at %-16s: file opens, %lld replicates committed, complete = %d\n",
+                   c.step, static_cast<long long>(done), int(r.complete()));
+    } else {
+      std::fprintf(stderr, "killed at %-16s: no file at the final name (as required)\n", c.step);
+    }
+    resume_and_compare(path, reference());
+  }
+}
+
+// The same for the compressing finish(): killed before or after the compressed copy replaces
+// the file, the file is either the complete uncompressed one with complete = 0 or the
+// compressed one with complete = 1.
+TEST_F(ResultsKill, KillWhileCompressing) {
+  for (const auto& [step, name] : {std::pair{"completing:1", "gzip-before.h5"},
+                                    std::pair{"completed:1", "gzip-after.h5"}}) {
+    SCOPED_TRACE(step);
+    const fs::path path = *dir_ / name;
+    EXPECT_EQ(run_helper(run_args(path, nullptr, {"--gzip", "4", "--die-at", step})), 128 + SIGKILL);
+    const auto r = ResultsReader::open(path);
+    EXPECT_EQ(knmf::test::check_committed(r), kReplicates);
+    EXPECT_EQ(r.complete(), std::string(step) == "completed:1");
+    resume_and_compare(path, reference(), {"--gzip", "4"});
+  }
+}
+
+// HDF5's file lock keeps a second writer out while the first one runs; readers still get in.
+TEST_F(ResultsKill, SecondWriterIsRefused) {
+  const fs::path path = *dir_ / "locked.h5";
+  ProgressFile progress(*dir_ / "locked.progress");
+  const pid_t first = spawn_helper(run_args(path, &progress, {"--sleep-us", "100000"}));
+  for (int i = 0; i < 500 && progress.phase() < 3; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_GE(progress.phase(), 3) << "the first writer did not start";
+  const fs::path err = *dir_ / "second.stderr";
+  const pid_t second = spawn_helper(run_args(path, nullptr), err);
+  int status = 0;
+  ::waitpid(second, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 2);
+  std::ifstream in(err);
+  const std::string msg((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(msg.find(path.string() + ": cannot open for writing (is another knmf run writing it"),
+            std::string::npos) << msg;
+  check_after_kill(path, 0, kReplicates, "read while another process writes");
+  ::kill(first, SIGKILL);
+  ::waitpid(first, &status, 0);
+  resume_and_compare(path, reference());
+}
