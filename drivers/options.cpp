@@ -50,6 +50,8 @@ void add_solver_flags(CLI::App& sub, SolverOptions& o, SolverFlags& f, bool with
   sub.add_option("--zero-guard", f.zero_guard,
                  "MU denominators: replace-zero (scikit-learn, default) or add-eps (PyTorch engine)")
       ->capture_default_str();
+  sub.add_option("--eps", o.eps, "MU: the value added with --zero-guard add-eps")
+      ->capture_default_str();
   sub.add_option("--check-every", o.check_every, "MU: error check period in iterations")
       ->capture_default_str();
   if (!with_numeric) return;

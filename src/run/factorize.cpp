@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <set>
 #include <ostream>
 #include <unistd.h>
@@ -17,6 +18,7 @@
 #include "knmf/core/error.hpp"
 #include "knmf/io/cnmf_files.hpp"
 #include "knmf/io/h5ad.hpp"
+#include "knmf/io/results_file.hpp"
 #include "knmf/matrix/load.hpp"
 #include "knmf/run/memory.hpp"
 #include "knmf/solver/nmf.hpp"
@@ -101,6 +103,7 @@ struct RunPlan {
   std::int64_t total = 0, skipped = 0;
   SolverOptions solver;
   io::CnmfPaths paths{"", ""};
+  std::unique_ptr<io::ResultsWriter> results;  ///< native mode
 };
 
 RunPlan plan_cnmf(const FactorizeConfig& c) {
@@ -151,8 +154,36 @@ RunPlan plan_cnmf(const FactorizeConfig& c) {
   return p;
 }
 
+/// Native mode: the job table cNMF's prepare would make, minus what RESULTS.h5 already holds.
+RunPlan plan_native(const FactorizeConfig& c, const io::H5adReader& reader, int batch) {
+  RunPlan p;
+  require_file(c.input, "input");
+  const fs::path out = fs::absolute(c.results);
+  require_writable_dir(out.parent_path(), "-o");
+  p.x_path = c.input;
+  p.solver = c.solver;
+  io::RunInfo info;
+  info.input = c.input;
+  info.n_cells = reader.info().n_obs;
+  info.genes = reader.var_names();
+  info.ks = c.ks;
+  info.n_iter = c.n_iter;
+  info.seed = c.seed;
+  info.solver = c.solver;
+  info.dtype = c.dtype;
+  info.save_usages = c.save_usages;
+  info.batch_size = batch;
+  info.jobs = cnmf_job_table(c.ks, c.n_iter, c.seed);
+  p.total = std::int64_t(info.jobs.size());
+  p.results = std::make_unique<io::ResultsWriter>(io::ResultsWriter::create_or_resume(out, info));
+  p.jobs = p.results->pending();
+  p.skipped = p.total - std::int64_t(p.jobs.size());
+  p.solver.return_W = c.save_usages;
+  return p;
+}
+
 template <class XMat>
-FactorizeSummary run_jobs(const FactorizeConfig& c, const RunPlan& plan, FactorizeSummary sum,
+FactorizeSummary run_jobs(const FactorizeConfig& c, RunPlan& plan, FactorizeSummary sum,
                           const XMat& X, const std::vector<std::string>& genes,
                           std::int64_t budget, std::int64_t bytes_x, std::int64_t used0,
                           std::chrono::steady_clock::time_point t0, std::ostream& log);
@@ -161,10 +192,13 @@ template <class T>
 FactorizeSummary run_typed(const FactorizeConfig& c, std::ostream& log) {
   const auto t0 = std::chrono::steady_clock::now();
   FactorizeSummary sum;
-  RunPlan plan = plan_cnmf(c);
+  RunPlan plan;
+  if (c.cnmf_mode()) plan = plan_cnmf(c);
+  if (!c.cnmf_mode()) require_file(c.input, "input");
+  auto reader = io::H5adReader::open(c.cnmf_mode() ? plan.x_path : c.input);
+  if (!c.cnmf_mode()) plan = plan_native(c, reader, c.batch);
   sum.jobs_total = plan.total;
   sum.jobs_skipped = plan.skipped;
-  auto reader = io::H5adReader::open(plan.x_path);
   const auto& info = reader.info();
   const auto genes = reader.var_names();
   const int s = int(sizeof(T));
@@ -175,6 +209,7 @@ FactorizeSummary run_typed(const FactorizeConfig& c, std::ostream& log) {
         << " already complete; solver " << to_string(plan.solver.solver) << ", tol "
         << plan.solver.tol << ", max_iter " << plan.solver.max_iter << ", " << c.dtype << "\n";
   if (plan.jobs.empty()) {
+    if (plan.results) plan.results->finish();
     if (!c.quiet) log << "knmf factorize: nothing to do\n";
     return sum;
   }
@@ -224,7 +259,7 @@ FactorizeSummary run_typed(const FactorizeConfig& c, std::ostream& log) {
 }
 
 template <class XMat>
-FactorizeSummary run_jobs(const FactorizeConfig& c, const RunPlan& plan, FactorizeSummary sum,
+FactorizeSummary run_jobs(const FactorizeConfig& c, RunPlan& plan, FactorizeSummary sum,
                           const XMat& X, const std::vector<std::string>& genes,
                           std::int64_t budget, std::int64_t bytes_x, std::int64_t used0,
                           std::chrono::steady_clock::time_point t0, std::ostream& log) {
@@ -252,9 +287,22 @@ FactorizeSummary run_jobs(const FactorizeConfig& c, const RunPlan& plan, Factori
       if (next == jobs.size()) return std::nullopt;
       return jobs[next++];
     };
+    int uncommitted = 0;
+    auto last_commit = std::chrono::steady_clock::now();
     auto on_result = [&](ReplicateResult&& r) {
-      io::write_cnmf_spectra(plan.paths.iter_spectra(r.job.k, r.job.iter), r.H.data(), r.job.k,
-                             r.g, genes);
+      if (plan.results) {
+        // native mode: durable every batch's worth of replicates (or 30 s)
+        plan.results->write(r);
+        const auto now = std::chrono::steady_clock::now();
+        if (++uncommitted >= bp.R || now - last_commit > std::chrono::seconds(30)) {
+          plan.results->commit();
+          uncommitted = 0;
+          last_commit = now;
+        }
+      } else {
+        io::write_cnmf_spectra(plan.paths.iter_spectra(r.job.k, r.job.iter), r.H.data(), r.job.k,
+                               r.g, genes);
+      }
       if (json) {
         nlohmann::json j{{"k", r.job.k},           {"iter", r.job.iter},
                          {"seed", r.job.seed},     {"n_iter", r.n_iter},
@@ -272,7 +320,10 @@ FactorizeSummary run_jobs(const FactorizeConfig& c, const RunPlan& plan, Factori
       progress.tick(k, running);
     };
     factorize(space, X, k, src, bp.R, plan.solver, on_result, on_iteration);
+    if (plan.results) plan.results->commit();
   }
+  if (plan.results && plan.results->finish() && !c.quiet)
+    log << "knmf factorize: " << c.results << " is complete\n";
   sum.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   sum.peak_device_bytes = peak;
   if (!c.quiet)

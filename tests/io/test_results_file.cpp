@@ -266,9 +266,9 @@ TEST(ResultsFile, ChangedOptionsAreRefusedNamingEachOne) {
   other.save_usages = false;
   std::string msg = input_error_of([&] { ResultsWriter::create_or_resume(path, other, fast()); });
   EXPECT_EQ(msg, path.string() +
-                     " was written with --n-iter 6 --alpha-W 0.25 --zero-guard replace-zero "
+                     " was written with --n-iter 6 --alpha-usage 0.25 --zero-guard replace-zero "
                      "--dtype float --save-usages on genes [7] 'G7'; this run asks --n-iter 7 "
-                     "--alpha-W 0.5 --zero-guard add-eps --dtype double --save-usages off "
+                     "--alpha-usage 0.5 --zero-guard add-eps --dtype double --save-usages off "
                      "genes [7] 'X': use a new -o file or the same options");
 
   other = info;

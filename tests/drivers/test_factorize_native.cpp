@@ -1,0 +1,143 @@
+// `knmf factorize` in native mode: an .h5ad of the user's own and one resumable results file.
+#include <gtest/gtest.h>
+
+#include "driver_support.hpp"
+#include "knmf/io/cnmf_files.hpp"
+#include "knmf/io/results_file.hpp"
+#include "test_support.hpp"
+
+namespace {
+using namespace knmf;
+using namespace knmf::test;
+namespace fs = std::filesystem;
+
+std::string pbmc_counts() {
+  return (shared_dir() / "data" / "cnmf-pbmc-donor-a" / "prepare" / "pbmcA" / "cnmf_tmp" /
+          "pbmcA.norm_counts.h5ad").string();
+}
+
+class Native : public ::testing::Test {
+protected:
+  void SetUp() override {
+    if (!require_shared("the native-mode driver tests")) {
+      if (std::getenv("KNMF_ALLOW_MISSING_SHARED")) GTEST_SKIP();
+      FAIL() << "../shared is missing";
+    }
+  }
+};
+
+TEST_F(Native, JobTableEqualsCnmfPrepareForTheSameArguments) {
+  TempDir tmp("knmf-native-jobs");
+  const auto out = (tmp.path() / "r.h5").string();
+  // cNMF's reference run was prepared with -k 5 6 7 8 --n-iter 20 --seed 14; run one
+  // replicate's worth of work only (tol large) to keep the test short.
+  const auto r = run_knmf({"factorize", pbmc_counts(), "-k", "8", "7", "6", "5", "--n-iter", "20",
+                           "--seed", "14", "-o", out, "--max-iter", "2", "--quiet"});
+  ASSERT_EQ(r.status, 0) << r.out;
+  const auto reader = io::ResultsReader::open(out);
+  const auto cnmf = io::read_cnmf_job_table((shared_dir() / "data" / "cnmf-pbmc-donor-a" / "prepare" /
+                                             "pbmcA" / "cnmf_tmp" / "pbmcA.nmf_params.df.npz").string());
+  const auto& jobs = reader.info().jobs;
+  ASSERT_EQ(jobs.size(), cnmf.size());
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    EXPECT_EQ(jobs[i].k, cnmf[i].k);
+    EXPECT_EQ(jobs[i].iter, cnmf[i].iter);
+    EXPECT_EQ(jobs[i].seed, cnmf[i].seed);
+  }
+  EXPECT_TRUE(reader.complete());
+  const auto t = reader.table(7);
+  for (int it = 0; it < 20; ++it) EXPECT_EQ(t.seeds[size_t(it)], cnmf[size_t(40 + it)].seed);
+}
+
+void expect_same_results(const std::string& a, const std::string& b) {
+  const auto ra = io::ResultsReader::open(a), rb = io::ResultsReader::open(b);
+  ASSERT_EQ(ra.ks(), rb.ks());
+  EXPECT_TRUE(ra.complete());
+  EXPECT_TRUE(rb.complete());
+  for (int k : ra.ks()) {
+    EXPECT_EQ(ra.spectra(k), rb.spectra(k)) << "k=" << k;  // bitwise: the solver is deterministic
+    const auto ta = ra.table(k), tb = rb.table(k);
+    EXPECT_EQ(ta.seeds, tb.seeds);
+    EXPECT_EQ(ta.iterations, tb.iterations);
+    EXPECT_EQ(ta.error_at_init, tb.error_at_init);
+    EXPECT_EQ(ta.final_error, tb.final_error);
+    EXPECT_EQ(ta.status, tb.status);
+    EXPECT_EQ(ta.completed, tb.completed);
+  }
+}
+
+TEST_F(Native, KillAndResumeGivesTheSameResultsFile) {
+  TempDir tmp("knmf-native-kill");
+  const auto full = (tmp.path() / "full.h5").string();
+  const auto part = (tmp.path() / "part.h5").string();
+  const std::vector<std::string> common{"factorize", pbmc_counts(), "-k", "5", "6", "--n-iter", "6",
+                                        "--seed", "3", "--batch", "2", "--quiet"};
+  auto with = [&](const std::string& out) {
+    auto a = common;
+    a.insert(a.end(), {"-o", out});
+    return a;
+  };
+  const auto r = run_knmf(with(full));
+  ASSERT_EQ(r.status, 0) << r.out;
+  const pid_t pid = spawn_knmf(with(part), (tmp.path() / "log.txt").string());
+  // kill once some (not all) replicates are committed
+  std::int64_t done = 0;
+  for (int i = 0; i < 1200 && done < 3; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    if (!fs::exists(part)) continue;
+    try {
+      const auto rd = io::ResultsReader::open(part);
+      done = 0;
+      for (int k : rd.ks())
+        for (auto c : rd.completed(k)) done += c;
+    } catch (const std::exception&) {
+    }
+  }
+  kill(pid, SIGKILL);
+  int st = 0;
+  waitpid(pid, &st, 0);
+  {
+    const auto rd = io::ResultsReader::open(part);
+    ASSERT_FALSE(rd.complete()) << "the run finished before it could be killed";
+  }
+  const auto resumed = run_knmf(with(part));
+  ASSERT_EQ(resumed.status, 0) << resumed.out;
+  expect_same_results(full, part);
+}
+
+TEST_F(Native, ChangedArgumentsOnResumeAreRefused) {
+  TempDir tmp("knmf-native-args");
+  const auto out = (tmp.path() / "r.h5").string();
+  const auto a = run_knmf({"factorize", pbmc_counts(), "-k", "5", "--n-iter", "2", "-o", out,
+                           "--max-iter", "5", "--quiet"});
+  ASSERT_EQ(a.status, 0) << a.out;
+  const auto b = run_knmf({"factorize", pbmc_counts(), "-k", "5", "--n-iter", "2", "-o", out,
+                           "--max-iter", "7", "--solver", "mu", "--quiet"});
+  EXPECT_NE(b.status, 0);
+  const auto ls = lines(b.out);
+  ASSERT_EQ(ls.size(), 1u) << b.out;
+  EXPECT_NE(ls[0].find("--max-iter 5"), std::string::npos) << ls[0];
+  EXPECT_NE(ls[0].find("--max-iter 7"), std::string::npos) << ls[0];
+  EXPECT_NE(ls[0].find("--solver mu"), std::string::npos) << ls[0];
+  // the same arguments again: nothing left to do, file untouched and complete
+  const auto c = run_knmf({"factorize", pbmc_counts(), "-k", "5", "--n-iter", "2", "-o", out,
+                           "--max-iter", "5"});
+  EXPECT_EQ(c.status, 0) << c.out;
+  EXPECT_NE(c.out.find("nothing to do"), std::string::npos) << c.out;
+}
+
+TEST_F(Native, UnwritableOutputIsRefusedWithoutOutput) {
+  const auto r = run_knmf({"factorize", pbmc_counts(), "-k", "5", "-o", "/proc/knmf/r.h5"});
+  EXPECT_NE(r.status, 0);
+  ASSERT_EQ(lines(r.out).size(), 1u) << r.out;
+  EXPECT_NE(r.out.find("/proc/knmf"), std::string::npos) << r.out;
+  TempDir tmp("knmf-native-missing");
+  const auto missing = (tmp.path() / "missing.h5ad").string();
+  const auto m = run_knmf({"factorize", missing, "-k", "5", "-o", (tmp.path() / "r.h5").string()});
+  EXPECT_NE(m.status, 0);
+  ASSERT_EQ(lines(m.out).size(), 1u) << m.out;
+  EXPECT_NE(m.out.find(missing), std::string::npos) << m.out;
+  EXPECT_FALSE(fs::exists(tmp.path() / "r.h5"));
+}
+
+}  // namespace
