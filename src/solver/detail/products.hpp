@@ -52,24 +52,25 @@ void spmm_gather(const ExecSpace& space, const RowMap& row_map, size_type base,
         KOKKOS_LAMBDA(const size_type a) {
           const size_type p0 = row_map(a) - base, p1 = row_map(a + 1) - base;
           T* __restrict__ dst = &out(0, a);
-          for (size_type rb = 0; rb < rows; rb += B) {
-            const size_type len = rows - rb < B ? rows - rb : B;
+          size_type rb = 0;
+          for (; rb + B <= rows; rb += B) {
             T acc[B];
-            for (size_type r = 0; r < B; ++r) acc[r] = (accumulate && r < len) ? dst[rb + r] : T(0);
-            if (len == B) {
-              for (size_type p = p0; p < p1; ++p) {
-                const T x = values(p);
-                const T* __restrict__ src = &in(rb, entries(p));
-                for (size_type r = 0; r < B; ++r) acc[r] += x * src[r];
-              }
+            if (accumulate) {
+              for (size_type r = 0; r < B; ++r) acc[r] = dst[rb + r];
             } else {
-              for (size_type p = p0; p < p1; ++p) {
-                const T x = values(p);
-                const T* __restrict__ src = &in(rb, entries(p));
-                for (size_type r = 0; r < len; ++r) acc[r] += x * src[r];
-              }
+              for (size_type r = 0; r < B; ++r) acc[r] = T(0);
             }
-            for (size_type r = 0; r < len; ++r) dst[rb + r] = acc[r];
+            for (size_type p = p0; p < p1; ++p) {
+              const T x = values(p);
+              const T* __restrict__ src = &in(rb, entries(p));
+              for (size_type r = 0; r < B; ++r) acc[r] += x * src[r];
+            }
+            for (size_type r = 0; r < B; ++r) dst[rb + r] = acc[r];
+          }
+          for (; rb < rows; ++rb) {
+            T acc = accumulate ? dst[rb] : T(0);
+            for (size_type p = p0; p < p1; ++p) acc += values(p) * in(rb, entries(p));
+            dst[rb] = acc;
           }
         });
   } else {
