@@ -136,9 +136,10 @@ void transpose(const ExecSpace& space, size_type n, size_type g, size_type nnz,
 }  // namespace
 
 template <class T>
-void CsrMatrix<T>::finalize(const std::string& source, size_type chunk) {
+void CsrMatrix<T>::finalize(const std::string& source, size_type chunk, bool allow_empty) {
   compat::ScopedRegion region("knmf::X::finalize");
-  if (n_ <= 0 || g_ <= 0) input_error(source, ": X is empty (", n_, " cells x ", g_, " genes)");
+  if (g_ <= 0 || (n_ <= 0 && !allow_empty))
+    input_error(source, ": X is empty (", n_, " cells x ", g_, " genes)");
   KNMF_ASSERT(filled_rows_ == n_, "not every row was set");
   {
     auto last = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), Kokkos::subview(row_map_, n_));
@@ -167,7 +168,7 @@ void CsrMatrix<T>::finalize(const std::string& source, size_type chunk) {
     input_error(source, ": column index ", c, " at row ", r, " is outside [0, ", g_, ")");
   }
   stats_ = value_stats(space_, values_.data(), nnz_, chunk);
-  check_input_stats(stats_, n_, g_, source, where);
+  if (n_ > 0) check_input_stats(stats_, n_, g_, source, where);
   x_ = crs_type("knmf::X", ordinal_type(n_), ordinal_type(g_), nnz_, values_, row_map_, cols_);
   row_map_type t_map;
   index_type t_rows;

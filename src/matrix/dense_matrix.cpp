@@ -50,10 +50,11 @@ void DenseMatrix<T>::set_rows(size_type r0, size_type r1, const T* row_major) {
 }
 
 template <class T>
-void DenseMatrix<T>::finalize(const std::string& source, size_type chunk) {
+void DenseMatrix<T>::finalize(const std::string& source, size_type chunk, bool allow_empty) {
   compat::ScopedRegion region("knmf::X::finalize");
   stats_ = value_stats(space_, xt_.data(), n_ * g_, chunk);
   const size_type g = g_;
+  if (allow_empty && n_ == 0) return;
   check_input_stats(stats_, n_, g_, source,
                     [g](size_type p) { return std::make_pair(p / g, p % g); });
 }

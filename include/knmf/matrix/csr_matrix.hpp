@@ -45,7 +45,9 @@ public:
 
   /// Validate (offsets, column indices, finite non-negative values; InputError naming
   /// `source`), compute the statistics and build X^T on the device.
-  void finalize(const std::string& source = "X", size_type chunk = default_reduction_chunk);
+  /// `allow_empty`: a zero-row block is valid (a rank's share of a row-partitioned X).
+  void finalize(const std::string& source = "X", size_type chunk = default_reduction_chunk,
+                bool allow_empty = false);
 
   size_type rows() const { return n_; }
   size_type cols() const { return g_; }

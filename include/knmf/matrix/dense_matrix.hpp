@@ -33,7 +33,9 @@ public:
 
   /// Check that X is non-empty, finite and non-negative (InputError naming `source`, the
   /// value and its row/column otherwise) and compute its statistics once.
-  void finalize(const std::string& source = "X", size_type chunk = default_reduction_chunk);
+  /// `allow_empty`: a zero-row block is valid (a rank's share of a row-partitioned X).
+  void finalize(const std::string& source = "X", size_type chunk = default_reduction_chunk,
+                bool allow_empty = false);
 
   size_type rows() const { return n_; }
   size_type cols() const { return g_; }

@@ -27,6 +27,16 @@ template <class T>
 CsrMatrix<T> load_csr(const ExecSpace& space, const io::H5adReader& reader,
                       std::size_t block_bytes = default_load_block_bytes);
 
+/// Rows [r0, r1) of X only (a rank's block of a row-partitioned X; may be empty), validated
+/// likewise, statistics of the block.
+template <class T>
+DenseMatrix<T> load_dense_rows(const ExecSpace& space, const io::H5adReader& reader,
+                               std::int64_t r0, std::int64_t r1,
+                               std::size_t block_bytes = default_load_block_bytes);
+template <class T>
+CsrMatrix<T> load_csr_rows(const ExecSpace& space, const io::H5adReader& reader, std::int64_t r0,
+                           std::int64_t r1, std::size_t block_bytes = default_load_block_bytes);
+
 /// Stored entries of X in the file (for a dense file: its nonzeros, counted in one pass).
 std::int64_t count_nonzeros(const io::H5adReader& reader,
                             std::size_t block_bytes = default_load_block_bytes);

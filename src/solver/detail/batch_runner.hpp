@@ -15,6 +15,7 @@
 #include "knmf/solver/init.hpp"
 #include "knmf/solver/nmf.hpp"
 #include "kernels.hpp"
+#include "partition.hpp"
 #include "products.hpp"
 
 namespace knmf::detail {
@@ -26,6 +27,8 @@ enum class RunMode {
 
 template <class T, class XMat>
 class BatchRunner {
+  using Part = RowPartition<XMat>;
+
 public:
   BatchRunner(const ExecSpace& space, const XMat& X, int k, int R, const SolverOptions& opts,
               RunMode mode, const std::vector<std::vector<double>>* spectra = nullptr)
@@ -34,7 +37,9 @@ public:
     KNMF_ASSERT(mode != RunMode::refit || spectra != nullptr, "refit needs spectra");
     n_ = X.rows();
     g_ = X.cols();
-    reg_ = regularization(opts, n_, g_);
+    n_global_ = Part::global_rows(X);
+    row0_ = Part::row_offset(X);
+    reg_ = regularization(opts, n_global_, g_);
     norm_x_ = X.stats().norm2;
     mean_ = X.mean();
     allocate(R);
@@ -171,10 +176,11 @@ private:
     s.job = job;
     s.start = std::chrono::steady_clock::now();
     if (mode_ == RunMode::factorize) {
-      std::vector<T> h(size_t(k_ * g_)), w(size_t(n_ * k_));
-      random_init<T>(job.seed, mean_, k_, n_, g_, h.data(), w.data());
+      // every row block draws the whole W0 (the RNG stream is sequential) and keeps its rows
+      std::vector<T> h(size_t(k_ * g_)), w(size_t(n_global_ * k_));
+      random_init<T>(job.seed, mean_, k_, n_global_, g_, h.data(), w.data());
       upload_slot_rows_right(h.data(), r, H_, Hn_, g_);
-      upload_slot_rows_left(w.data(), r, W_, P_, n_);
+      upload_slot_rows_left(w.data() + row0_ * k_, r, W_, P_, n_);
     } else {
       const auto& src = (*spectra_)[size_t(job.index)];
       std::vector<T> h(src.begin(), src.end());
@@ -231,12 +237,14 @@ private:
     pack_slots(space_, W_, list, k_, Wp);
     pack_slots(space_, H_, list, k_, Hp);
     detail::wt_times_x(space_, X_, Wp, Qp);
+    Part::reduce(X_, space_, Qp);
     slot_dot(space_, Qp, Hp, F, k_, ones_, red_partial_);
     auto cross = sum_partials(g_, F);
     const auto& fm = upload_mask([&](int r) {
       return std::find(fresh.begin(), fresh.end(), r) != fresh.end();
     });
     slot_gram(space_, W_, R_, k_, fm, gram_partial_, GW_);
+    Part::reduce(X_, space_, GW_);
     slot_gram(space_, H_, R_, k_, fm, gram_partial_, GH_);
     auto gw = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), GW_);
     auto gh = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), GH_);
@@ -291,7 +299,9 @@ private:
     {
       compat::ScopedRegion r2("knmf::mu::update_H");
       detail::wt_times_x(space_, X_, W_, Q_);
+      Part::reduce(X_, space_, Q_);
       slot_gram(space_, W_, R_, k_, act, gram_partial_, GW_);
+      Part::reduce(X_, space_, GW_);
       mu_update(space_, H_, Q_, GW_, k_, act, reg_.l1_H, reg_.l2_H, add_eps, opt_.eps, Hn_);
       std::swap(H_, Hn_);
     }
@@ -309,7 +319,9 @@ private:
       if (s.active) need |= needs_error(s.iter + 1);
     if (need) {  // the error check needs W^T X of the new W
       detail::wt_times_x(space_, X_, W_, Q_);
+      Part::reduce(X_, space_, Q_);
       slot_gram(space_, W_, R_, k_, act, gram_partial_, GW_);
+      Part::reduce(X_, space_, GW_);
     }
     decide_mu();
   }
@@ -357,11 +369,14 @@ private:
       detail::x_times_ht(space_, X_, H_, P_);
       cd_update(space_, W_, P_, GH_, R_, k_, act, reg_.l1_W, reg_.l2_W, red_partial_);
       vw = sum_partials(n_, R_);
+      Part::reduce(X_, vw);
     }
     {
       compat::ScopedRegion r2("knmf::cd::update_H");
       detail::wt_times_x(space_, X_, W_, Q_);
+      Part::reduce(X_, space_, Q_);
       slot_gram(space_, W_, R_, k_, act, gram_partial_, GW_);
+      Part::reduce(X_, space_, GW_);
       cd_update(space_, H_, Q_, GW_, R_, k_, act, reg_.l1_H, reg_.l2_H, red_partial_);
       vh = sum_partials(g_, R_);
     }
@@ -373,6 +388,7 @@ private:
     const auto& act = active_mask();
     cd_update(space_, W_, P_, GH_, R_, k_, act, reg_.l1_W, reg_.l2_W, red_partial_);
     auto vw = sum_partials(n_, R_);
+    Part::reduce(X_, vw);
     decide_cd(vw, std::vector<double>(size_t(R_), 0.0), false);
   }
 
@@ -404,7 +420,9 @@ private:
       const auto& m = upload_mask(
           [&](int r) { return std::find(which.begin(), which.end(), r) != which.end(); });
       detail::wt_times_x(space_, X_, W_, Q_);
+      Part::reduce(X_, space_, Q_);
       slot_gram(space_, W_, R_, k_, m, gram_partial_, GW_);
+      Part::reduce(X_, space_, GW_);
     }
     auto err = errors(which);
     for (int r : which) {
@@ -513,6 +531,7 @@ private:
   SolverOptions opt_;
   const std::vector<std::vector<double>>* spectra_;
   size_type n_ = 0, g_ = 0;
+  size_type n_global_ = 0, row0_ = 0;  ///< full-matrix rows and this block's offset
   Regularization reg_;
   double norm_x_ = 0.0, mean_ = 0.0;
   int R_ = 0;

@@ -55,7 +55,8 @@ inline int team_size_for(int work_per_team) {
 
 inline size_type num_chunks(size_type m) { return (m + slot_chunk - 1) / slot_chunk; }
 
-/// G(r) = F_r F_r^T for every active slot r (F: (R*k) x m), accumulated in double.
+/// G(r) = F_r F_r^T for every active slot r (F: (R*k) x m), accumulated in double; the
+/// other slots' G is set to zero.
 /// `partial` must hold num_chunks(m) * R * k * k doubles.
 template <class T>
 void slot_gram(const ExecSpace& space, const Matrix<T>& F, int R, int k, const SlotMask& active,
@@ -116,7 +117,10 @@ void slot_gram(const ExecSpace& space, const Matrix<T>& F, int R, int k, const S
       "knmf::gram::sum", Kokkos::RangePolicy<ExecSpace>(space, 0, R * kk),
       KOKKOS_LAMBDA(const int e) {
         const int r = e / kk, p = e % kk;
-        if (!active(r)) return;
+        if (!active(r)) {  // zero, so that sums over row blocks stay clean
+          G(r, p / k, p % k) = 0.0;
+          return;
+        }
         double a = 0.0;
         for (size_type c = 0; c < nch; ++c) a += partial(size_type(c * R + r) * kk + p);
         G(r, p / k, p % k) = a;

@@ -19,6 +19,7 @@ namespace knmf::detail {
 template <class T>
 void x_times_ht(const ExecSpace& space, const DenseMatrix<T>& X, const Matrix<T>& H,
                 const Matrix<T>& P) {
+  if (X.rows() == 0) return;
   compat::gemm(space, "N", "N", T(1), H, X.xt(), T(0), P);
 }
 
@@ -26,6 +27,10 @@ void x_times_ht(const ExecSpace& space, const DenseMatrix<T>& X, const Matrix<T>
 template <class T>
 void wt_times_x(const ExecSpace& space, const DenseMatrix<T>& X, const Matrix<T>& W,
                 const Matrix<T>& Q) {
+  if (X.rows() == 0) {  // an empty row block (MPI): BLAS may leave C untouched when K = 0
+    Kokkos::deep_copy(space, Q, T(0));
+    return;
+  }
   compat::gemm(space, "N", "T", T(1), W, X.xt(), T(0), Q);
 }
 

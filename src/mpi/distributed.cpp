@@ -1,0 +1,112 @@
+// Row-partitioned X over MPI ranks, and the solver instantiated for it.
+#include "distributed_detail.hpp"  // product overloads + RowPartition: before the solver templates
+#include "solver/detail/nmf_impl.hpp"
+
+#include <algorithm>
+
+#include "knmf/core/error.hpp"
+#include "knmf/matrix/load.hpp"
+
+namespace knmf::mpi {
+
+void allreduce_sum(MPI_Comm comm, double* data, std::size_t count) {
+  if (count > 0) MPI_Allreduce(MPI_IN_PLACE, data, int(count), MPI_DOUBLE, MPI_SUM, comm);
+}
+void allreduce_sum(MPI_Comm comm, float* data, std::size_t count) {
+  if (count > 0) MPI_Allreduce(MPI_IN_PLACE, data, int(count), MPI_FLOAT, MPI_SUM, comm);
+}
+
+std::pair<size_type, size_type> balanced_rows(const std::vector<size_type>& prefix, int rank,
+                                              int size) {
+  const size_type n = size_type(prefix.size()) - 1;
+  const size_type total = prefix.back();
+  // boundary b: the first row whose prefix reaches b/size of the entries (rows when empty)
+  auto boundary = [&](int b) -> size_type {
+    if (b <= 0) return 0;
+    if (b >= size) return n;
+    if (total == 0) return n * b / size;
+    const size_type target = (total * b + size - 1) / size;
+    return size_type(std::lower_bound(prefix.begin(), prefix.end(), target) - prefix.begin());
+  };
+  return {boundary(rank), std::max(boundary(rank), boundary(rank + 1))};
+}
+
+template <class Inner>
+DistributedMatrix<Inner>::DistributedMatrix(MPI_Comm comm, Inner local, size_type row0,
+                                            size_type n_global)
+    : comm_(comm), local_(std::move(local)), row0_(row0), n_global_(n_global) {
+  const auto& s = local_.stats();
+  double sums[2] = {s.sum, s.norm2};
+  allreduce_sum(comm, sums, 2);
+  long long count = s.count;
+  MPI_Allreduce(MPI_IN_PLACE, &count, 1, MPI_LONG_LONG, MPI_SUM, comm);
+  stats_ = s;
+  stats_.sum = sums[0];
+  stats_.norm2 = sums[1];
+  stats_.count = count;
+}
+
+namespace {
+/// Every rank's share of the rows, balanced by stored entries (from indptr).
+std::pair<size_type, size_type> my_rows(MPI_Comm comm, const io::H5adReader& reader) {
+  int rank = 0, size = 1;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &size);
+  const size_type n = reader.info().n_obs;
+  std::vector<size_type> prefix(size_t(n) + 1, 0);
+  if (reader.info().format == io::StorageFormat::Dense) {
+    for (size_type i = 0; i < n; ++i) prefix[size_t(i) + 1] = i + 1;
+  } else {
+    for (size_type a = 0; a < n; a += 65536) {
+      const auto c = reader.row_nnz(a, std::min(n, a + 65536));
+      for (size_t i = 0; i < c.size(); ++i) prefix[size_t(a) + i + 1] = prefix[size_t(a) + i] + c[i];
+    }
+  }
+  return balanced_rows(prefix, rank, size);
+}
+}  // namespace
+
+template <class T>
+DistributedMatrix<DenseMatrix<T>> load_distributed_dense(MPI_Comm comm, const ExecSpace& space,
+                                                         const io::H5adReader& reader) {
+  const auto [r0, r1] = my_rows(comm, reader);
+  return DistributedMatrix<DenseMatrix<T>>(comm, load_dense_rows<T>(space, reader, r0, r1), r0,
+                                           reader.info().n_obs);
+}
+
+template <class T>
+DistributedMatrix<CsrMatrix<T>> load_distributed_csr(MPI_Comm comm, const ExecSpace& space,
+                                                     const io::H5adReader& reader) {
+  const auto [r0, r1] = my_rows(comm, reader);
+  return DistributedMatrix<CsrMatrix<T>>(comm, load_csr_rows<T>(space, reader, r0, r1), r0,
+                                         reader.info().n_obs);
+}
+
+template class DistributedMatrix<DenseMatrix<float>>;
+template class DistributedMatrix<DenseMatrix<double>>;
+template class DistributedMatrix<CsrMatrix<float>>;
+template class DistributedMatrix<CsrMatrix<double>>;
+template DistributedMatrix<DenseMatrix<float>> load_distributed_dense<float>(MPI_Comm, const ExecSpace&, const io::H5adReader&);
+template DistributedMatrix<DenseMatrix<double>> load_distributed_dense<double>(MPI_Comm, const ExecSpace&, const io::H5adReader&);
+template DistributedMatrix<CsrMatrix<float>> load_distributed_csr<float>(MPI_Comm, const ExecSpace&, const io::H5adReader&);
+template DistributedMatrix<CsrMatrix<double>> load_distributed_csr<double>(MPI_Comm, const ExecSpace&, const io::H5adReader&);
+
+}  // namespace knmf::mpi
+
+namespace knmf {
+#define KNMF_INSTANTIATE(M)                                                                    \
+  template void factorize<M>(const ExecSpace&, const M&, int, const JobSource&, int,            \
+                             const SolverOptions&, const ResultCallback&,                       \
+                             const IterationCallback&);                                         \
+  template std::vector<ReplicateResult> factorize<M>(const ExecSpace&, const M&,                \
+                                                     const std::vector<Job>&, int,              \
+                                                     const SolverOptions&);                     \
+  template std::vector<RefitResult> refit_usages<M>(const ExecSpace&, const M&,                 \
+                                                    const std::vector<std::vector<double>>&,    \
+                                                    int, int, const SolverOptions&);
+KNMF_INSTANTIATE(mpi::DistributedMatrix<DenseMatrix<float>>)
+KNMF_INSTANTIATE(mpi::DistributedMatrix<DenseMatrix<double>>)
+KNMF_INSTANTIATE(mpi::DistributedMatrix<CsrMatrix<float>>)
+KNMF_INSTANTIATE(mpi::DistributedMatrix<CsrMatrix<double>>)
+#undef KNMF_INSTANTIATE
+}  // namespace knmf

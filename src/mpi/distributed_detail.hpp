@@ -1,0 +1,53 @@
+#pragma once
+// The solver's hooks for a row-partitioned X (included before the solver templates; see
+// src/solver/detail/nmf_impl.hpp).
+#include "knmf/mpi/distributed.hpp"
+#include "solver/detail/kernels.hpp"
+#include "solver/detail/partition.hpp"
+#include "solver/detail/products.hpp"
+
+namespace knmf::detail {
+
+template <class Inner>
+void x_times_ht(const ExecSpace& space, const mpi::DistributedMatrix<Inner>& X,
+                const Matrix<typename Inner::value_type>& H,
+                const Matrix<typename Inner::value_type>& P) {
+  x_times_ht(space, X.local(), H, P);
+}
+
+template <class Inner>
+void wt_times_x(const ExecSpace& space, const mpi::DistributedMatrix<Inner>& X,
+                const Matrix<typename Inner::value_type>& W,
+                const Matrix<typename Inner::value_type>& Q) {
+  wt_times_x(space, X.local(), W, Q);  // this rank's rows; summed by RowPartition::reduce
+}
+
+/// Device data summed over the ranks through a host copy (no CUDA-aware MPI assumed).
+template <class V>
+void allreduce_view(MPI_Comm comm, const ExecSpace& space, const V& v) {
+  if (v.span() == 0) return;
+  space.fence();
+  auto h = Kokkos::create_mirror_view(Kokkos::HostSpace(), v);
+  Kokkos::deep_copy(h, v);
+  mpi::allreduce_sum(comm, h.data(), h.span());
+  Kokkos::deep_copy(v, h);
+}
+
+template <class Inner>
+struct RowPartition<mpi::DistributedMatrix<Inner>> {
+  using X = mpi::DistributedMatrix<Inner>;
+  static size_type global_rows(const X& x) { return x.global_rows(); }
+  static size_type row_offset(const X& x) { return x.row_offset(); }
+  template <class T>
+  static void reduce(const X& x, const ExecSpace& space, const Matrix<T>& m) {
+    allreduce_view(x.comm(), space, m);
+  }
+  static void reduce(const X& x, const ExecSpace& space, const SlotGram& g) {
+    allreduce_view(x.comm(), space, g);
+  }
+  static void reduce(const X& x, std::vector<double>& v) {
+    mpi::allreduce_sum(x.comm(), v.data(), v.size());
+  }
+};
+
+}  // namespace knmf::detail

@@ -1,0 +1,145 @@
+// Row partition over MPI ranks (run under mpirun -np 1, 2, 3): each rank holds a block of the
+// rows of X and of W; W^T X, W^T W and the W violation are allreduced. H per replicate must
+// match a single-process run up to the reordering of those sums.
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include "knmf/mpi/distributed.hpp"
+#include "solver_fixtures.hpp"
+
+namespace {
+using namespace knmf;
+using namespace knmf::test;
+
+int rank() {
+  int r;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+int size() {
+  int s;
+  MPI_Comm_size(MPI_COMM_WORLD, &s);
+  return s;
+}
+
+// Reordered sums of W^T X and W^T W change the last bits; after hundreds of iterations the
+// factors agree to this relative bound (measured worst below 1e-12; margin 100x).
+constexpr double kBound = 1e-10;
+
+/// Row splits: balanced (uneven when size does not divide n), or with rank 0 holding nothing.
+std::pair<size_type, size_type> split(size_type n, bool empty_first) {
+  const int s = size(), r = rank();
+  if (empty_first && s > 1) {
+    if (r == 0) return {0, 0};
+    const size_type per = n / (s - 1);
+    const size_type a = per * (r - 1), b = r == s - 1 ? n : per * r;
+    return {a, b};
+  }
+  return {n * r / s, n * (r + 1) / s};
+}
+
+struct Dataset {
+  size_type n, g;
+  std::vector<double> x;  // row-major
+};
+
+Dataset synth() {
+  Dataset d;
+  synthetic_matrix<double>("synth", &d.n, &d.g);
+  d.x = read_f64(data_dir() / "nmf" / "synth.X.f64");
+  return d;
+}
+
+template <class Inner>
+mpi::DistributedMatrix<Inner> block_of(const Dataset& d, size_type r0, size_type r1);
+
+template <>
+mpi::DistributedMatrix<DenseMatrix<double>> block_of(const Dataset& d, size_type r0, size_type r1) {
+  DenseMatrix<double> m(ExecSpace(), r1 - r0, d.g);
+  m.set_rows(0, r1 - r0, d.x.data() + r0 * d.g);
+  m.finalize("block", default_reduction_chunk, true);
+  return mpi::DistributedMatrix<DenseMatrix<double>>(MPI_COMM_WORLD, std::move(m), r0, d.n);
+}
+
+template <>
+mpi::DistributedMatrix<CsrMatrix<double>> block_of(const Dataset& d, size_type r0, size_type r1) {
+  std::vector<size_type> off{0};
+  std::vector<ordinal_type> cols;
+  std::vector<double> vals;
+  for (size_type i = r0; i < r1; ++i) {
+    for (size_type j = 0; j < d.g; ++j)
+      if (d.x[size_t(i * d.g + j)] != 0) {
+        cols.push_back(ordinal_type(j));
+        vals.push_back(d.x[size_t(i * d.g + j)]);
+      }
+    off.push_back(size_type(vals.size()));
+  }
+  CsrMatrix<double> m(ExecSpace(), r1 - r0, d.g, off.back());
+  m.set_rows(0, r1 - r0, off.data(), cols.data(), vals.data());
+  m.finalize("block", default_reduction_chunk, true);
+  return mpi::DistributedMatrix<CsrMatrix<double>>(MPI_COMM_WORLD, std::move(m), r0, d.n);
+}
+
+template <class Inner>
+void check(SolverKind s, bool empty_first) {
+  SCOPED_TRACE(to_string(s) + (empty_first ? " with an empty rank" : " balanced") + " on " +
+               std::to_string(size()) + " rank(s)");
+  const auto d = synth();
+  auto full = DenseMatrix<double>::from_host(ExecSpace(), d.n, d.g, d.x.data());
+  const auto [r0, r1] = split(d.n, empty_first);
+  auto X = block_of<Inner>(d, r0, r1);
+  EXPECT_EQ(X.global_rows(), d.n);
+  EXPECT_LT(rel_diff(X.stats().norm2, full.stats().norm2), 1e-14);
+  SolverOptions o;
+  o.solver = s;
+  o.tol = 1e-5;
+  o.return_W = true;
+  std::vector<Job> jobs{{4, 0, 5, 0}, {4, 1, 6, 1}, {4, 2, 7, 2}};
+  const auto ref = factorize(ExecSpace(), full, jobs, 2, o);
+  const auto res = factorize(ExecSpace(), X, jobs, 2, o);
+  double worst = 0;
+  for (size_t i = 0; i < jobs.size(); ++i) worst = std::max(worst, max_rel_diff(res[i].H, ref[i].H));
+  if (rank() == 0)
+    std::printf("row partition, %s, %d rank(s)%s: worst H rel diff vs one process %.3g\n",
+                to_string(s).c_str(), size(), empty_first ? " (rank 0 empty)" : "", worst);
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    EXPECT_EQ(res[i].n_iter, ref[i].n_iter) << "job " << i;
+    EXPECT_LT(max_rel_diff(res[i].H, ref[i].H), kBound) << "job " << i;
+    EXPECT_LT(rel_diff(res[i].final_error, ref[i].final_error), kBound) << "job " << i;
+    // this rank's rows of W
+    std::vector<double> w(ref[i].W.begin() + r0 * 4, ref[i].W.begin() + r1 * 4);
+    if (!w.empty()) {
+      EXPECT_LT(max_rel_diff(res[i].W, w), kBound) << "job " << i;
+    }
+    EXPECT_EQ(res[i].W.size(), size_t((r1 - r0) * 4));
+  }
+  // fixed-H refit
+  const auto fr = refit_usages(ExecSpace(), full, {ref[0].H}, 4, 1, o);
+  const auto fd = refit_usages(ExecSpace(), X, {ref[0].H}, 4, 1, o);
+  EXPECT_EQ(fd[0].n_iter, fr[0].n_iter);
+  EXPECT_LT(rel_diff(fd[0].final_error, fr[0].final_error), kBound);
+}
+
+TEST(MpiRows, DenseMu) { check<DenseMatrix<double>>(SolverKind::mu, false); }
+TEST(MpiRows, DenseCd) { check<DenseMatrix<double>>(SolverKind::cd, false); }
+TEST(MpiRows, SparseMu) { check<CsrMatrix<double>>(SolverKind::mu, false); }
+TEST(MpiRows, SparseCd) { check<CsrMatrix<double>>(SolverKind::cd, false); }
+TEST(MpiRows, DenseMuWithAnEmptyRank) { check<DenseMatrix<double>>(SolverKind::mu, true); }
+TEST(MpiRows, SparseCdWithAnEmptyRank) { check<CsrMatrix<double>>(SolverKind::cd, true); }
+
+TEST(MpiRows, BalancedSplitCoversAllRowsOnce) {
+  std::vector<size_type> prefix{0};
+  for (int i = 0; i < 101; ++i) prefix.push_back(prefix.back() + (i % 7));
+  for (int s = 1; s <= 5; ++s) {
+    size_type next = 0;
+    for (int r = 0; r < s; ++r) {
+      const auto [a, b] = mpi::balanced_rows(prefix, r, s);
+      EXPECT_EQ(a, next);
+      EXPECT_GE(b, a);
+      next = b;
+    }
+    EXPECT_EQ(next, 101);
+  }
+}
+
+}  // namespace
