@@ -1,28 +1,20 @@
 #include "knmf/run/factorize.hpp"
 
 #include <Kokkos_Core.hpp>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
-#include <map>
-#include <memory>
 #include <set>
-#include <ostream>
-#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
+#include "factorize_detail.hpp"
 #include "knmf/core/error.hpp"
-#include "knmf/io/cnmf_files.hpp"
-#include "knmf/io/h5ad.hpp"
-#include "knmf/io/results_file.hpp"
 #include "knmf/matrix/load.hpp"
-#include "knmf/run/memory.hpp"
-#include "knmf/solver/nmf.hpp"
-#include "progress.hpp"
 
 namespace knmf {
 
@@ -78,6 +70,8 @@ FormatChoice choose_format(const std::string& requested, bool file_is_sparse, do
                      std::to_string(int(100 * sparse_density_crossover)) + "%"};
 }
 
+namespace detail {
+
 namespace {
 
 void require_file(const std::string& path, const std::string& what) {
@@ -96,15 +90,7 @@ void require_writable_dir(const fs::path& dir, const std::string& option) {
   fs::remove(probe, ec);
 }
 
-/// Everything a run needs besides X: the jobs, the solver options, where results go.
-struct RunPlan {
-  std::string x_path;
-  std::vector<Job> jobs;  ///< pending jobs of this worker, in job-table order
-  std::int64_t total = 0, skipped = 0;
-  SolverOptions solver;
-  io::CnmfPaths paths{"", ""};
-  std::unique_ptr<io::ResultsWriter> results;  ///< native mode
-};
+}  // namespace
 
 RunPlan plan_cnmf(const FactorizeConfig& c) {
   RunPlan p;
@@ -155,11 +141,11 @@ RunPlan plan_cnmf(const FactorizeConfig& c) {
 }
 
 /// Native mode: the job table cNMF's prepare would make, minus what RESULTS.h5 already holds.
-RunPlan plan_native(const FactorizeConfig& c, const io::H5adReader& reader, int batch) {
+RunPlan plan_native(const FactorizeConfig& c, const io::H5adReader& reader, bool open_results) {
   RunPlan p;
   require_file(c.input, "input");
   const fs::path out = fs::absolute(c.results);
-  require_writable_dir(out.parent_path(), "-o");
+  if (open_results) require_writable_dir(out.parent_path(), "-o");
   p.x_path = c.input;
   p.solver = c.solver;
   io::RunInfo info;
@@ -172,50 +158,134 @@ RunPlan plan_native(const FactorizeConfig& c, const io::H5adReader& reader, int 
   info.solver = c.solver;
   info.dtype = c.dtype;
   info.save_usages = c.save_usages;
-  info.batch_size = batch;
+  info.batch_size = c.batch;
   info.jobs = cnmf_job_table(c.ks, c.n_iter, c.seed);
   p.total = std::int64_t(info.jobs.size());
-  p.results = std::make_unique<io::ResultsWriter>(io::ResultsWriter::create_or_resume(out, info));
-  p.jobs = p.results->pending();
+  if (open_results) {
+    p.results = std::make_unique<io::ResultsWriter>(io::ResultsWriter::create_or_resume(out, info));
+    p.jobs = p.results->pending();
+  } else {
+    p.jobs = info.jobs;
+  }
   p.skipped = p.total - std::int64_t(p.jobs.size());
   p.solver.return_W = c.save_usages;
   return p;
 }
 
-template <class XMat>
-FactorizeSummary run_jobs(const FactorizeConfig& c, RunPlan& plan, FactorizeSummary sum,
-                          const XMat& X, const std::vector<std::string>& genes,
-                          std::int64_t budget, std::int64_t bytes_x, std::int64_t used0,
-                          std::chrono::steady_clock::time_point t0, std::ostream& log);
+
+ResultStore::ResultStore(const FactorizeConfig& c, RunPlan& plan, std::vector<std::string> genes)
+    : plan_(plan), genes_(std::move(genes)), last_commit_(std::chrono::steady_clock::now()) {
+  if (!c.log_json.empty()) {
+    json_.open(c.log_json, std::ios::trunc);
+    if (!json_) input_error("--log-json '", c.log_json, "': cannot open for writing");
+  }
+}
+
+void ResultStore::store(const ReplicateResult& r, bool write_files) {
+  if (plan_.results) {
+    plan_.results->write(r);
+    const auto now = std::chrono::steady_clock::now();
+    if (++uncommitted_ >= commit_every_ || now - last_commit_ > std::chrono::seconds(30)) {
+      plan_.results->commit();
+      uncommitted_ = 0;
+      last_commit_ = now;
+    }
+  } else if (write_files) {
+    io::write_cnmf_spectra(plan_.paths.iter_spectra(r.job.k, r.job.iter), r.H.data(), r.job.k,
+                           r.g, genes_);
+  }
+  if (json_) {
+    nlohmann::json j{{"k", r.job.k},
+                     {"iter", r.job.iter},
+                     {"seed", r.job.seed},
+                     {"n_iter", r.n_iter},
+                     {"error_at_init", r.error_at_init},
+                     {"final_error", r.final_error},
+                     {"status", to_string(r.status)},
+                     {"seconds", r.seconds}};
+    json_ << j.dump() << "\n" << std::flush;
+  }
+}
+
+void ResultStore::end_k() {
+  if (plan_.results) {
+    plan_.results->commit();
+    uncommitted_ = 0;
+  }
+}
+
+bool ResultStore::finish() { return plan_.results && plan_.results->finish(); }
+
+LocalChannel::LocalChannel(const std::vector<Job>& jobs, ResultStore& store, Progress& progress)
+    : store_(store), progress_(progress) {
+  for (const auto& j : jobs) by_k_[j.k].push_back(j);
+}
+
+std::vector<int> LocalChannel::ks() const {
+  std::vector<int> out;
+  for (const auto& [k, v] : by_k_) out.push_back(k);
+  return out;
+}
+
+int LocalChannel::max_jobs(int k) const {
+  auto it = by_k_.find(k);
+  return it == by_k_.end() ? 0 : int(it->second.size());
+}
+
+std::optional<Job> LocalChannel::next(int k) {
+  auto& v = by_k_[k];
+  auto& i = next_[k];
+  if (i == v.size()) return std::nullopt;
+  return v[i++];
+}
+
+void LocalChannel::finished(ReplicateResult&& r) {
+  store_.store(r);
+  ++done_;
+  progress_.finished(r.job.k, r.n_iter);
+}
+
+std::int64_t run_budget(const FactorizeConfig& c) {
+  std::int64_t budget = available_device_bytes();
+  if (c.device_memory_limit > 0) budget = std::min(budget, c.device_memory_limit);
+  return budget;
+}
+
+void log_header(const FactorizeConfig& c, const RunPlan& plan, const io::H5adInfo& info,
+                std::ostream& log) {
+  if (c.quiet) return;
+  log << "knmf factorize: " << plan.x_path << " (" << info.n_obs << " cells x " << info.n_vars
+      << " genes, " << (info.format == io::StorageFormat::Dense ? "dense" : "sparse") << "); "
+      << plan.jobs.size() << " job(s) to run, " << plan.skipped << " already complete; solver "
+      << to_string(plan.solver.solver) << ", tol " << plan.solver.tol << ", max_iter "
+      << plan.solver.max_iter << ", " << c.dtype << "\n";
+}
+
+namespace {
 
 template <class T>
 FactorizeSummary run_typed(const FactorizeConfig& c, std::ostream& log) {
   const auto t0 = std::chrono::steady_clock::now();
-  FactorizeSummary sum;
   RunPlan plan;
   if (c.cnmf_mode()) plan = plan_cnmf(c);
   if (!c.cnmf_mode()) require_file(c.input, "input");
   auto reader = io::H5adReader::open(c.cnmf_mode() ? plan.x_path : c.input);
-  if (!c.cnmf_mode()) plan = plan_native(c, reader, c.batch);
-  sum.jobs_total = plan.total;
-  sum.jobs_skipped = plan.skipped;
+  if (!c.cnmf_mode()) plan = plan_native(c, reader, true);
   const auto& info = reader.info();
-  const auto genes = reader.var_names();
-  const int s = int(sizeof(T));
-  if (!c.quiet)
-    log << "knmf factorize: " << plan.x_path << " (" << info.n_obs << " cells x " << info.n_vars
-        << " genes, " << (info.format == io::StorageFormat::Dense ? "dense" : "sparse")
-        << "); " << plan.jobs.size() << " job(s) to run, " << plan.skipped
-        << " already complete; solver " << to_string(plan.solver.solver) << ", tol "
-        << plan.solver.tol << ", max_iter " << plan.solver.max_iter << ", " << c.dtype << "\n";
+  log_header(c, plan, info, log);
+  FactorizeSummary empty;
+  empty.jobs_total = plan.total;
+  empty.jobs_skipped = plan.skipped;
   if (plan.jobs.empty()) {
     if (plan.results) plan.results->finish();
     if (!c.quiet) log << "knmf factorize: nothing to do\n";
-    return sum;
+    return empty;
   }
-
-  std::int64_t budget = available_device_bytes();
-  if (c.device_memory_limit > 0) budget = std::min(budget, c.device_memory_limit);
+  ResultStore store(c, plan, reader.var_names());
+  Progress progress(std::int64_t(plan.jobs.size()), c.progress_seconds, c.quiet, log);
+  LocalChannel channel(plan.jobs, store, progress);
+  const int s = int(sizeof(T));
+  const std::int64_t budget = run_budget(c);
   const bool file_sparse = info.format != io::StorageFormat::Dense;
   const std::int64_t nnz = file_sparse ? info.nnz : info.n_obs * info.n_vars;
   const double density = double(nnz) / (double(info.n_obs) * double(info.n_vars));
@@ -232,111 +302,46 @@ FactorizeSummary run_typed(const FactorizeConfig& c, std::ostream& log) {
   const std::int64_t one = bytes_per_replicate(info.n_obs, info.n_vars, k_max, s, false) +
                            std::int64_t(k_max) * std::max(info.n_obs, info.n_vars) * s +
                            (std::int64_t(8) << 20);
-  const std::int64_t used0 = used_device_bytes();
   ExecSpace space;
+  FactorizeSummary sum;
   if (bytes_x + one <= budget) {
     if (!c.quiet)
       log << "plan: X in device memory as " << (choice.sparse ? "sparse CSR + CSC" : "dense")
           << " (" << choice.reason << "), " << format_bytes(double(bytes_x)) << "\n";
     if (choice.sparse)
-      return run_jobs(c, plan, sum, load_csr<T>(space, reader), genes, budget, bytes_x, used0, t0, log);
-    return run_jobs(c, plan, sum, load_dense<T>(space, reader), genes, budget, bytes_x, used0, t0, log);
+      sum = run_jobs(c, plan, channel, &store, load_csr<T>(space, reader), budget, bytes_x, t0, log);
+    else
+      sum = run_jobs(c, plan, channel, &store, load_dense<T>(space, reader), budget, bytes_x, t0, log);
+  } else {
+    const std::int64_t buffer = (budget - one) / 4;
+    if (buffer <= 0)
+      input_error("not enough device memory: one replicate of k = ", k_max, " needs ",
+                  format_bytes(double(one)), " next to X's streaming buffers, but only ",
+                  format_bytes(double(budget)), " are available");
+    auto X = StreamedMatrix<T>::load(space, reader, choice.sparse, buffer);
+    if (!c.quiet)
+      log << "plan: X (" << format_bytes(double(bytes_x)) << " as "
+          << (choice.sparse ? "sparse CSR + CSC" : "dense") << ", " << choice.reason
+          << ") does not fit the device budget of " << format_bytes(double(budget))
+          << " next to the factors: streamed from host memory in " << X.num_blocks()
+          << " row blocks through two buffers of " << format_bytes(double(X.device_bytes() / 2))
+          << "\n";
+    sum = run_jobs(c, plan, channel, &store, X, budget, X.device_bytes(), t0, log);
   }
-  const std::int64_t buffer = (budget - one) / 4;
-  if (buffer <= 0)
-    input_error("not enough device memory: one replicate of k = ", k_max, " needs ",
-                format_bytes(double(one)), " next to X's streaming buffers, but only ",
-                format_bytes(double(budget)), " are available");
-  auto X = StreamedMatrix<T>::load(space, reader, choice.sparse, buffer);
+  if (store.finish() && !c.quiet) log << "knmf factorize: " << c.results << " is complete\n";
   if (!c.quiet)
-    log << "plan: X (" << format_bytes(double(bytes_x)) << " as "
-        << (choice.sparse ? "sparse CSR + CSC" : "dense") << ", " << choice.reason
-        << ") does not fit the device budget of " << format_bytes(double(budget))
-        << " next to the factors: streamed from host memory in " << X.num_blocks()
-        << " row blocks through two buffers of " << format_bytes(double(X.device_bytes() / 2))
-        << "\n";
-  return run_jobs(c, plan, sum, X, genes, budget, X.device_bytes(), used0, t0, log);
-}
-
-template <class XMat>
-FactorizeSummary run_jobs(const FactorizeConfig& c, RunPlan& plan, FactorizeSummary sum,
-                          const XMat& X, const std::vector<std::string>& genes,
-                          std::int64_t budget, std::int64_t bytes_x, std::int64_t used0,
-                          std::chrono::steady_clock::time_point t0, std::ostream& log) {
-  using T = typename XMat::value_type;
-  const int s = int(sizeof(T));
-  ExecSpace space;
-
-  std::map<int, std::vector<Job>> by_k;
-  for (const auto& j : plan.jobs) by_k[j.k].push_back(j);
-
-  std::ofstream json;
-  if (!c.log_json.empty()) {
-    json.open(c.log_json, std::ios::trunc);
-    if (!json) input_error("--log-json '", c.log_json, "': cannot open for writing");
-  }
-  detail::Progress progress(std::int64_t(plan.jobs.size()), c.progress_seconds, c.quiet, log);
-  std::int64_t peak = used_device_bytes() - used0;
-  for (auto& [k, jobs] : by_k) {
-    const int max_R = std::max(1, std::min<int>(int(jobs.size()), std::max(1, 1024 / k)));
-    const auto bp = plan_batch(X.rows(), X.cols(), k, s, bytes_x, budget, c.batch,
-                               c.batch > 0 ? c.batch : max_R);
-    if (!c.quiet) log << "plan: " << bp.describe() << "\n";
-    size_t next = 0;
-    JobSource src = [&]() -> std::optional<Job> {
-      if (next == jobs.size()) return std::nullopt;
-      return jobs[next++];
-    };
-    int uncommitted = 0;
-    auto last_commit = std::chrono::steady_clock::now();
-    auto on_result = [&](ReplicateResult&& r) {
-      if (plan.results) {
-        // native mode: durable every batch's worth of replicates (or 30 s)
-        plan.results->write(r);
-        const auto now = std::chrono::steady_clock::now();
-        if (++uncommitted >= bp.R || now - last_commit > std::chrono::seconds(30)) {
-          plan.results->commit();
-          uncommitted = 0;
-          last_commit = now;
-        }
-      } else {
-        io::write_cnmf_spectra(plan.paths.iter_spectra(r.job.k, r.job.iter), r.H.data(), r.job.k,
-                               r.g, genes);
-      }
-      if (json) {
-        nlohmann::json j{{"k", r.job.k},           {"iter", r.job.iter},
-                         {"seed", r.job.seed},     {"n_iter", r.n_iter},
-                         {"error_at_init", r.error_at_init},
-                         {"final_error", r.final_error},
-                         {"status", to_string(r.status)},
-                         {"seconds", r.seconds}};
-        json << j.dump() << "\n" << std::flush;
-      }
-      ++sum.jobs_run;
-      progress.finished(r.job.k, r.n_iter);
-    };
-    auto on_iteration = [&](int running) {
-      peak = std::max(peak, used_device_bytes() - used0);
-      progress.tick(k, running);
-    };
-    factorize(space, X, k, src, bp.R, plan.solver, on_result, on_iteration);
-    if (plan.results) plan.results->commit();
-  }
-  if (plan.results && plan.results->finish() && !c.quiet)
-    log << "knmf factorize: " << c.results << " is complete\n";
-  sum.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  sum.peak_device_bytes = peak;
-  if (!c.quiet)
-    log << "knmf factorize: " << sum.jobs_run << " job(s) in " << detail::format_seconds(sum.seconds)
-        << ", peak device memory " << format_bytes(double(peak)) << "\n";
+    log << "knmf factorize: " << sum.jobs_run << " job(s) in " << format_seconds(sum.seconds)
+        << ", peak device memory " << format_bytes(double(sum.peak_device_bytes)) << "\n";
   return sum;
 }
 
 }  // namespace
+}  // namespace detail
 
 FactorizeSummary run_factorize(const FactorizeConfig& config, std::ostream& log) {
   config.validate();
-  return config.dtype == "float" ? run_typed<float>(config, log) : run_typed<double>(config, log);
+  return config.dtype == "float" ? detail::run_typed<float>(config, log)
+                                 : detail::run_typed<double>(config, log);
 }
 
 }  // namespace knmf
