@@ -19,6 +19,16 @@ std::vector<CommandFactory> command_factories() {
   return {make_factorize_command};
 }
 
+namespace {
+int g_rank = 0, g_size = 1;
+}  // namespace
+void set_rank(int r, int s) {
+  g_rank = r;
+  g_size = s;
+}
+int rank() { return g_rank; }
+int world_size() { return g_size; }
+
 SplitArgs split_kokkos_args(int argc, const char* const* argv) {
   SplitArgs s;
   for (int i = 0; i < argc; ++i) {
@@ -53,8 +63,8 @@ int run(const std::vector<std::string>& args) {
     std::vector<std::string> rev(args.rbegin(), args.rend() - 1);  // CLI11 wants reversed
     app.parse(rev);
   } catch (const CLI::ParseError& e) {
-    if (e.get_exit_code() == 0) return app.exit(e);
-    std::cerr << "knmf: error: " << e.what() << " (see knmf --help)\n";
+    if (e.get_exit_code() == 0) return g_rank == 0 ? app.exit(e) : 0;
+    if (g_rank == 0) std::cerr << "knmf: error: " << e.what() << " (see knmf --help)\n";
     return 2;
   }
   try {
@@ -67,11 +77,9 @@ int run(const std::vector<std::string>& args) {
       if (sub->parsed()) return cmd->run();
     std::cout << app.help();
     return 0;
-  } catch (const InputError& e) {
-    std::cerr << "knmf: error: " << e.what() << "\n";
-    return 1;
   } catch (const std::exception& e) {
-    std::cerr << "knmf: error: " << e.what() << "\n";
+    // every rank meets the same argument errors: rank 0 reports them
+    if (g_rank == 0) std::cerr << "knmf: error: " << e.what() << "\n";
     return 1;
   }
 }

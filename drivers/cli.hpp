@@ -14,6 +14,11 @@ struct SplitArgs {
 };
 SplitArgs split_kokkos_args(int argc, const char* const* argv);
 
+/// Under MPI: this process's rank and the world size (only rank 0 prints CLI errors).
+void set_rank(int rank, int size);
+int rank();
+int world_size();
+
 /// Parse and run one knmf command line (argv without Kokkos flags). Kokkos must be
 /// initialized. Returns the process exit code; user errors print one line on stderr.
 int run(const std::vector<std::string>& args);

@@ -2,7 +2,12 @@
 #include <iostream>
 #include <memory>
 
+#include "cli.hpp"
 #include "command.hpp"
+#include "knmf/version.hpp"
+#if KNMF_HAVE_MPI
+#include "knmf/mpi/run.hpp"
+#endif
 #include "knmf/core/error.hpp"
 #include "knmf/run/factorize.hpp"
 #include "options.hpp"
@@ -46,6 +51,15 @@ public:
     sub_->add_option("--device-memory-limit", memory_limit_,
                      "plan as if the device had only this much memory (e.g. 4G)");
     sub_->add_flag("--quiet", c_.quiet, "no progress output");
+#if KNMF_HAVE_MPI
+    auto* g3 = sub_->add_option_group("MPI", "under mpirun/srun: one rank per device");
+    g3->add_option("--distribute", dist_.mode,
+                   "jobs (every rank reads X, takes jobs from rank 0), rows (X partitioned by "
+                   "rows, all ranks on every job) or auto (rows when X does not fit one device)")
+        ->capture_default_str();
+    g3->add_flag("--static", dist_.static_split,
+                 "jobs mode: a fixed split (job i on rank i % size) instead of on request");
+#endif
     sub_->add_option("--log-json", c_.log_json, "write one JSON object per finished replicate");
   }
 
@@ -60,6 +74,12 @@ public:
         if (sub_->count(opt) > 0)
           input_error(opt, " cannot be used in cNMF mode: the run's values come from ",
                       c_.name, ".nmf_idvrun_params.yaml (edit it, or use native mode)");
+#if KNMF_HAVE_MPI
+    if (world_size() > 1 || sub_->count("--distribute") > 0 || dist_.static_split) {
+      mpi::run_factorize(c_, dist_, MPI_COMM_WORLD, std::cerr);
+      return 0;
+    }
+#endif
     run_factorize(c_, std::cerr);
     return 0;
   }
@@ -71,6 +91,9 @@ private:
   SolverFlags flags_;
   std::string batch_ = "auto";
   std::string memory_limit_;
+#if KNMF_HAVE_MPI
+  mpi::DistributeOptions dist_;
+#endif
 };
 
 }  // namespace

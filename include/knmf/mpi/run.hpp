@@ -1,0 +1,37 @@
+#pragma once
+/// \file
+/// `knmf factorize` over MPI ranks (one device each).
+///
+///  * `jobs` (default): every rank reads X once and takes jobs from rank 0, which hands them
+///    out on request (guided: large grants first, single jobs at the end), or a fixed modulo
+///    split with `static_split`. Native mode: rank 0 writes the one results file, the other
+///    ranks send their finished replicates. cNMF mode: each rank writes its own jobs' files.
+///  * `rows`: X is partitioned by rows (DistributedMatrix); all ranks run every job together.
+///  * `auto`: rows when X does not fit one device next to a replicate and there are several
+///    ranks, jobs otherwise.
+/// Only rank 0 prints the plan and progress. Any rank's error is printed and aborts all ranks.
+
+#include <mpi.h>
+
+#include <iosfwd>
+#include <string>
+
+#include "knmf/run/factorize.hpp"
+
+namespace knmf::mpi {
+
+struct DistributeOptions {
+  std::string mode = "jobs";  ///< jobs | rows | auto
+  bool static_split = false;  ///< jobs mode: job i runs on rank i % size, no requests
+  /// Throws InputError for an unknown mode.
+  void validate() const;
+};
+
+/// Collective over `comm`. On an error in any rank: prints it and MPI_Abort()s (never hangs).
+FactorizeSummary run_factorize(const FactorizeConfig& config, const DistributeOptions& dist,
+                               MPI_Comm comm, std::ostream& log);
+
+/// The device a rank should use: its rank among the ranks of its node, modulo the devices.
+int local_rank(MPI_Comm comm);
+
+}  // namespace knmf::mpi

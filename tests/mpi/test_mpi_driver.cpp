@@ -1,0 +1,232 @@
+// `knmf factorize` under mpiexec with KNMF_TEST_NP ranks (the test is registered for 1, 2, 3):
+// outputs equal a single-process run, kill-and-restart resumes, a failing rank ends the run.
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "driver_support.hpp"
+#include "knmf/io/dataframe.hpp"
+#include "knmf/io/h5ad.hpp"
+#include "knmf/io/results_file.hpp"
+#include "test_support.hpp"
+
+namespace {
+using namespace knmf;
+using namespace knmf::test;
+namespace fs = std::filesystem;
+
+int np() { return std::atoi(std::getenv("KNMF_TEST_NP") ? std::getenv("KNMF_TEST_NP") : "2"); }
+
+std::vector<std::string> mpi(std::vector<std::string> knmf_args) {
+  std::vector<std::string> a{MPIEXEC, "-n", std::to_string(np()), "--oversubscribe", KNMF_DRIVER_PATH};
+  a.insert(a.end(), knmf_args.begin(), knmf_args.end());
+  return a;
+}
+
+ProcResult run(const std::vector<std::string>& args) {
+  std::string cmd = "OMP_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1";
+  for (const auto& a : args) cmd += " " + shell_quote(a);
+  cmd += " 2>&1";
+  ProcResult r;
+  FILE* p = popen(cmd.c_str(), "r");
+  char buf[4096];
+  size_t got;
+  while ((got = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, got);
+  const int st = pclose(p);
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return r;
+}
+
+std::string counts() {
+  return (shared_dir() / "data" / "cnmf-pbmc-donor-a" / "prepare" / "pbmcA" / "cnmf_tmp" /
+          "pbmcA.norm_counts.h5ad").string();
+}
+
+class MpiDriver : public ::testing::Test {
+protected:
+  void SetUp() override {
+    if (!require_shared("the MPI driver tests")) {
+      if (std::getenv("KNMF_ALLOW_MISSING_SHARED")) GTEST_SKIP();
+      FAIL() << "../shared is missing";
+    }
+  }
+};
+
+/// Compare two results files: bitwise, or within `tol` (relative, spectra) when reordered sums.
+void compare_results(const std::string& a, const std::string& b, double tol) {
+  const auto ra = io::ResultsReader::open(a), rb = io::ResultsReader::open(b);
+  ASSERT_TRUE(ra.complete());
+  ASSERT_TRUE(rb.complete());
+  ASSERT_EQ(ra.ks(), rb.ks());
+  for (int k : ra.ks()) {
+    const auto sa = ra.spectra(k), sb = rb.spectra(k);
+    if (tol == 0) {
+      EXPECT_EQ(sa, sb) << "k=" << k;
+    } else {
+      EXPECT_LT(max_rel_diff(sb, sa), tol) << "k=" << k;
+    }
+    EXPECT_EQ(ra.table(k).iterations, rb.table(k).iterations);
+    EXPECT_EQ(ra.table(k).seeds, rb.table(k).seeds);
+  }
+}
+
+TEST_F(MpiDriver, NativeJobDistributionEqualsOneProcess) {
+  TempDir tmp("knmf-mpi-native");
+  const std::vector<std::string> common{"factorize", counts(), "-k", "5", "7", "--n-iter", "5", "--quiet"};
+  auto with = [&](std::string out, std::vector<std::string> extra) {
+    auto a = common;
+    a.insert(a.end(), {"-o", out});
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  };
+  const auto ref = (tmp.path() / "ref.h5").string();
+  ASSERT_EQ(run_knmf(with(ref, {})).status, 0);
+  for (const auto& extra : std::vector<std::vector<std::string>>{{}, {"--static"}}) {
+    const auto out = (tmp.path() / ("mpi" + std::to_string(extra.size()) + ".h5")).string();
+    const auto r = run(mpi(with(out, extra)));
+    ASSERT_EQ(r.status, 0) << r.out;
+    compare_results(ref, out, 0.0);  // whole replicates per rank: bitwise
+  }
+}
+
+TEST_F(MpiDriver, NativeRowPartitionMatchesOneProcess) {
+  TempDir tmp("knmf-mpi-rows");
+  const auto ref = (tmp.path() / "ref.h5").string(), out = (tmp.path() / "rows.h5").string();
+  const std::vector<std::string> a{"factorize", counts(), "-k", "6", "--n-iter", "4", "--quiet",
+                                   "--save-usages"};
+  auto ra = a;
+  ra.insert(ra.end(), {"-o", ref});
+  ASSERT_EQ(run_knmf(ra).status, 0);
+  auto rb = a;
+  rb.insert(rb.end(), {"-o", out, "--distribute", "rows"});
+  const auto r = run(mpi(rb));
+  ASSERT_EQ(r.status, 0) << r.out;
+  // reordered sums of W^T X and W^T W: bound measured < 1e-13, asserted at 1e-10
+  compare_results(ref, out, 1e-10);
+  const auto x = io::ResultsReader::open(ref), y = io::ResultsReader::open(out);
+  EXPECT_LT(max_rel_diff(y.usages(6, 2), x.usages(6, 2)), 1e-10);  // W gathered from all ranks
+}
+
+TEST_F(MpiDriver, CnmfModeWritesTheSameFilesAsOneProcess) {
+  TempDir tmp("knmf-mpi-cnmf");
+  for (const char* d : {"one", "many"}) {
+    fs::create_directories(tmp.path() / d);
+    fs::copy(shared_dir() / "data" / "cnmf-pbmc-donor-a" / "prepare" / "pbmcA", tmp.path() / d / "pbmcA",
+             fs::copy_options::recursive);
+    for (auto& e : fs::recursive_directory_iterator(tmp.path() / d))
+      fs::permissions(e.path(), fs::perms::owner_write, fs::perm_options::add);
+  }
+  const std::vector<std::string> split{"--worker-index", "1", "--total-workers", "4", "--quiet"};
+  auto one = std::vector<std::string>{"factorize", "--output-dir", (tmp.path() / "one").string(), "--name", "pbmcA"};
+  one.insert(one.end(), split.begin(), split.end());
+  ASSERT_EQ(run_knmf(one).status, 0);
+  auto many = std::vector<std::string>{"factorize", "--output-dir", (tmp.path() / "many").string(), "--name", "pbmcA"};
+  many.insert(many.end(), split.begin(), split.end());
+  const auto r = run(mpi(many));
+  ASSERT_EQ(r.status, 0) << r.out;
+  std::set<std::string> a, b;
+  for (auto& e : fs::directory_iterator(tmp.path() / "one" / "pbmcA" / "cnmf_tmp"))
+    if (e.path().string().find(".spectra.") != std::string::npos) a.insert(e.path().filename().string());
+  for (auto& e : fs::directory_iterator(tmp.path() / "many" / "pbmcA" / "cnmf_tmp"))
+    if (e.path().string().find(".spectra.") != std::string::npos) b.insert(e.path().filename().string());
+  EXPECT_EQ(a, b);
+  EXPECT_EQ(a.size(), 20u);
+  for (const auto& f : a) {
+    const auto x = io::read_df_npz((tmp.path() / "one" / "pbmcA" / "cnmf_tmp" / f).string());
+    const auto y = io::read_df_npz((tmp.path() / "many" / "pbmcA" / "cnmf_tmp" / f).string());
+    EXPECT_EQ(x.data, y.data) << f;
+  }
+}
+
+TEST_F(MpiDriver, KilledRunResumesWithoutRedoingFinishedJobs) {
+  TempDir tmp("knmf-mpi-kill");
+  const auto out = (tmp.path() / "r.h5").string(), ref = (tmp.path() / "ref.h5").string();
+  const std::vector<std::string> a{"factorize", counts(), "-k", "5", "6", "--n-iter", "8", "--batch",
+                                   "2", "--quiet"};
+  auto ar = a;
+  ar.insert(ar.end(), {"-o", ref});
+  ASSERT_EQ(run_knmf(ar).status, 0);
+  auto ao = a;
+  ao.insert(ao.end(), {"-o", out});
+  const auto args = mpi(ao);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    setsid();  // its own process group: the kill reaches mpiexec and every rank
+    setenv("OMP_NUM_THREADS", "1", 1);
+    setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
+    setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+    std::freopen((tmp.path() / "log.txt").c_str(), "w", stdout);
+    std::freopen((tmp.path() / "log.txt").c_str(), "a", stderr);
+    std::vector<char*> argv;
+    for (const auto& s : args) argv.push_back(const_cast<char*>(s.c_str()));
+    argv.push_back(nullptr);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  std::int64_t done = 0;
+  for (int i = 0; i < 2400 && done < 4; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    try {
+      if (!fs::exists(out)) continue;
+      const auto rd = io::ResultsReader::open(out);
+      done = 0;
+      for (int k : rd.ks())
+        for (auto c : rd.completed(k)) done += c;
+    } catch (const std::exception&) {
+    }
+  }
+  // as a batch scheduler ends a job: every process of it (OpenMPI puts each rank in its own
+  // process group, so kill the launcher's group and every rank by its command line)
+  kill(-pid, SIGKILL);
+  std::system(("pkill -KILL -f " + shell_quote(out) + " > /dev/null 2>&1").c_str());
+  int st = 0;
+  waitpid(pid, &st, 0);
+  for (int i = 0; i < 100; ++i) {  // wait until no rank is left
+    if (std::system(("pgrep -f " + shell_quote(out) + " > /dev/null 2>&1").c_str()) != 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  std::int64_t before = 0;
+  {
+    const auto rd = io::ResultsReader::open(out);
+    ASSERT_FALSE(rd.complete()) << "finished before the kill";
+    for (int k : rd.ks())
+      for (auto c : rd.completed(k)) before += c;
+  }
+  const auto r = run(mpi(ao));
+  ASSERT_EQ(r.status, 0) << r.out;
+  compare_results(ref, out, 0.0);
+  std::printf("killed with %lld of 16 replicates committed; the rerun did the rest\n", (long long)before);
+}
+
+TEST_F(MpiDriver, AFailingRankEndsTheRunWithItsMessage) {
+  // A file whose last rows hold a NaN: with --distribute rows only the last rank reads them.
+  TempDir tmp("knmf-mpi-fail");
+  const auto bad = (tmp.path() / "bad.h5ad").string();
+  {
+    io::CsrBlock<float> X;
+    X.row_begin = 0;
+    X.row_end = 60;
+    X.ncols = 8;
+    X.row_offsets = {0};
+    for (int i = 0; i < 60; ++i) {
+      for (int j = 0; j < 8; ++j)
+        if ((i + j) % 3 == 0) {
+          X.cols.push_back(j);
+          X.values.push_back(i == 59 && j == 1 ? std::numeric_limits<float>::quiet_NaN() : float(1 + i % 5));
+        }
+      X.row_offsets.push_back(std::int64_t(X.values.size()));
+    }
+    io::write_h5ad(bad, X);
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto r = run(mpi({"factorize", bad, "-k", "2", "--n-iter", "2", "-o",
+                          (tmp.path() / "r.h5").string(), "--distribute", "rows"}));
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_NE(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("bad.h5ad"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("not finite"), std::string::npos) << r.out;
+  EXPECT_LT(secs, 60.0);
+  std::printf("failing rank: exit %d after %.1f s\n", r.status, secs);
+}
+
+}  // namespace
