@@ -138,6 +138,57 @@ HostRows transpose(const HostRows& x) {
   return t;
 }
 
+/// scikit-learn's sparse mean_variance_axis(X, axis=0) (StandardScaler(with_mean=False) on
+/// cNMF's TPM): two passes in CSR order with float64 accumulators and the Chan-Golub-LeVeque
+/// correction term; for a float32 X the results are rounded to float32 (as scikit-learn
+/// returns them) before StandardScaler widens them again.
+struct SparseMeanVar {
+  std::vector<double> mean, var, corr;
+  std::vector<std::uint64_t> nnz;
+  size_type n = 0;
+  bool round32 = false;
+  SparseMeanVar(size_type cols, size_type rows, bool float32)
+      : mean(static_cast<size_t>(cols), 0.0), var(static_cast<size_t>(cols), 0.0),
+        corr(static_cast<size_t>(cols), 0.0), nnz(static_cast<size_t>(cols), 0), n(rows),
+        round32(float32) {}
+  void first(const io::CsrBlock<double>& b) {
+    for (size_t p = 0; p < b.values.size(); ++p) {
+      mean[size_t(b.cols[p])] += b.values[p];
+      ++nnz[size_t(b.cols[p])];
+    }
+  }
+  void finish_first() {
+    for (auto& m : mean) m /= double(n);
+  }
+  void second(const io::CsrBlock<double>& b) {
+    for (size_t p = 0; p < b.values.size(); ++p) {
+      const size_t c = size_t(b.cols[p]);
+      const double diff = b.values[p] - mean[c];
+      corr[c] += diff;
+      var[c] += diff * diff;
+    }
+  }
+  double round(double v) const { return round32 ? double(float(v)) : v; }
+  std::vector<double> means() const {
+    std::vector<double> out(mean.size());
+    for (size_t c = 0; c < mean.size(); ++c) out[c] = round(mean[c]);
+    return out;
+  }
+  std::vector<double> variances() const {
+    std::vector<double> out(mean.size());
+    const double sw = double(n);
+    for (size_t c = 0; c < mean.size(); ++c) {
+      const double zeros = sw - double(nnz[c]);
+      double cr = corr[c], v = var[c];
+      if (nnz[c] != std::uint64_t(n)) cr -= zeros * mean[c];
+      cr = cr * cr / sw;
+      if (nnz[c] != std::uint64_t(n)) v += zeros * (mean[c] * mean[c]);
+      out[c] = round((v - cr) / sw);
+    }
+    return out;
+  }
+};
+
 /// The TPM outputs of cNMF's consensus from the program-ordered usages U (n x k).
 void tpm_outputs(const ExecSpace& space, const TpmInput& tpm, const HostRows& U,
                  const SolverOptions& run, size_type block_nnz, ConsensusResult& out) {
@@ -166,8 +217,10 @@ void tpm_outputs(const ExecSpace& space, const TpmInput& tpm, const HostRows& U,
   Kokkos::deep_copy(space, Q, 0.0);
   std::vector<double> colsum(static_cast<size_t>(gt), 0.0), colsq(static_cast<size_t>(gt), 0.0);
   detail::DeviceBlock block(space);
+  SparseMeanVar mv(gt, n, tpm.float32);
   // pass 1: U^T TPM, Un^T TPM and the column sums
   T.for_each_block(block_nnz, [&](const io::CsrBlock<double>& b) {
+    mv.first(b);
     for (size_t p = 0; p < b.values.size(); ++p) {
       const double v = b.values[p];
       colsum[size_t(b.cols[p])] += v;
@@ -190,18 +243,6 @@ void tpm_outputs(const ExecSpace& space, const TpmInput& tpm, const HostRows& U,
   for (size_type i = 0; i < n; ++i)
     for (int t = 0; t < k; ++t) usum[size_t(t)] += U.row(i)[t];
 
-  // gene scores: OLS of the z-scored TPM on U (cNMF's efficient_ols_all_cols, normalize_y)
-  std::vector<double> XtY(size_t(k * gt));
-  for (size_type j = 0; j < gt; ++j) {
-    const double mean = colsum[size_t(j)] / double(n);
-    double var = colsq[size_t(j)] / double(n) - mean * mean;
-    if (!(var >= 1e-12)) var = 1e-12;
-    const double sd = std::sqrt(var);
-    for (int t = 0; t < k; ++t)
-      XtY[size_t(t * gt + j)] = (Qh.row(t)[j] - usum[size_t(t)] * mean) / sd;
-  }
-  out.spectra_score = HostRows{k, gt, gram_lstsq(UtU, XtY, k, gt)};
-
   // TPM spectra: fixed-H refit of TPM^T (genes x cells) on Un^T; P = Un^T TPM
   double tsum = 0.0, tnorm2 = 0.0;
   for (size_type j = 0; j < gt; ++j) {
@@ -209,9 +250,8 @@ void tpm_outputs(const ExecSpace& space, const TpmInput& tpm, const HostRows& U,
     tnorm2 += colsq[size_t(j)];
   }
   {
-    auto P = detail::alloc_matrix(space, "knmf::consensus::UnT", k, gt);
     HostRows Pn{k, gt, std::vector<double>(Qh.values.begin() + k * gt, Qh.values.end())};
-    P = detail::upload_rows(space, Pn, "knmf::consensus::UnT");
+    auto P = detail::upload_rows(space, Pn, "knmf::consensus::UnT");
     out.tpm_spectra_refit =
         detail::refit_device(space, P, NtN, tnorm2, tsum / (double(n) * double(gt)), n, run, true);
   }
@@ -268,10 +308,27 @@ void tpm_outputs(const ExecSpace& space, const TpmInput& tpm, const HostRows& U,
   auto dscale = detail::upload(space, scale, "knmf::consensus::hvg_scale");
   auto P2 = detail::alloc_matrix(space, "knmf::consensus::P_tpm", k, n);
   // pass 2: (scaled HVG TPM) H2^T
+  mv.finish_first();
   T.for_each_block(block_nnz, [&](const io::CsrBlock<double>& b) {
+    mv.second(b);
     block.upload(b, true, false);
     detail::block_times_ht(space, block, H2d, dmap, dscale, P2);
   });
+  // gene scores: OLS of the z-scored TPM on U (cNMF's efficient_ols_all_cols, normalize_y),
+  // with scikit-learn's column means and variances (StandardScaler(with_mean=False))
+  const std::vector<double> means = mv.means();
+  const std::vector<double> vars = mv.variances();
+  std::vector<double> XtY(size_t(k * gt));
+  for (size_type j = 0; j < gt; ++j) {
+    const double mean = means[size_t(j)];
+    double var = vars[size_t(j)];
+    if (!(var >= 1e-12)) var = 1e-12;  // cNMF: varY[varY < eps] = eps
+    const double sd = std::sqrt(var);
+    for (int t = 0; t < k; ++t)
+      XtY[size_t(t * gt + j)] = (Qh.row(t)[j] - usum[size_t(t)] * mean) / sd;
+  }
+  out.spectra_score = HostRows{k, gt, gram_lstsq(UtU, XtY, k, gt)};
+
   out.tpm_usage_refit = detail::refit_device(space, P2, detail::gram(space, H2d), hnorm2,
                                              hsum / (double(n) * double(gh)), gh, run, true);
   if (tpm.float32)
