@@ -198,7 +198,7 @@ void tpm_outputs(const ExecSpace& space, const TpmInput& tpm, const HostRows& U,
   const int k = int(U.cols);
   if (n != U.rows)
     input_error(T.name(), " has ", n, " cells but the norm_counts matrix has ", U.rows);
-  if (size_type(tpm.gene_std.size()) != gt)
+  if (!tpm.gene_std.empty() && size_type(tpm.gene_std.size()) != gt)
     input_error("tpm_stats: ", tpm.gene_std.size(), " genes but ", T.name(), " has ", gt);
   // normalized usages (cNMF: rf_usages.div(rf_usages.sum(axis=1), axis=0); a cell with no
   // usage at all gets zeros here, where cNMF would get NaN and fail)
@@ -230,6 +230,16 @@ void tpm_outputs(const ExecSpace& space, const TpmInput& tpm, const HostRows& U,
     detail::accumulate_ut_block(space, block, Vd, Q);
   });
   const HostRows Qh = transpose(detail::download_transposed(space, Q));  // 2k x gt row-major
+  // the genes' standard deviations (ddof 0): cNMF's tpm_stats `__std`, or computed here
+  std::vector<double> gene_std = tpm.gene_std;
+  if (gene_std.empty()) {
+    gene_std.resize(size_t(gt));
+    for (size_type j = 0; j < gt; ++j) {
+      const double mean = colsum[size_t(j)] / double(n);
+      const double var = colsq[size_t(j)] / double(n) - mean * mean;
+      gene_std[size_t(j)] = var > 0.0 ? std::sqrt(var) : 0.0;
+    }
+  }
   // Grams U^T U and Un^T Un, and U^T 1
   detail::DMatrix Ud(Vd.data(), 2 * k, n);
   std::vector<double> gram_all = detail::gram(space, Ud);  // (2k x 2k)
@@ -269,7 +279,7 @@ void tpm_outputs(const ExecSpace& space, const TpmInput& tpm, const HostRows& U,
     const double s = detail::pairwise_sum(row.data(), gt);
     for (size_type h = 0; h < gh; ++h) {
       const int j = tpm.hvg_columns[size_t(h)];
-      out.starcat.row(t)[h] = row[size_t(j)] / s * 1e6 / tpm.gene_std[size_t(j)];
+      out.starcat.row(t)[h] = row[size_t(j)] / s * 1e6 / gene_std[size_t(j)];
     }
   }
 
@@ -294,7 +304,7 @@ void tpm_outputs(const ExecSpace& space, const TpmInput& tpm, const HostRows& U,
   for (int t = 0; t < k; ++t)
     for (size_type h = 0; h < gh; ++h) {
       const int j = tpm.hvg_columns[size_t(h)];
-      double v = out.spectra_tpm.row(t)[j] / tpm.gene_std[size_t(j)];
+      double v = out.spectra_tpm.row(t)[j] / gene_std[size_t(j)];
       if (!std::isfinite(v)) v = 0.0;  // a gene with zero std in tpm_stats
       H2.row(t)[h] = tpm.float32 ? double(to_f32(v)) : v;
     }
