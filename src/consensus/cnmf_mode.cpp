@@ -275,11 +275,13 @@ MergedSpectra load_replicate_spectra(const io::CnmfPaths& paths, int k,
                 " of the ", mine.size(), " replicate files of the job table)");
   if (present == 0) {
     const std::string merged = paths.merged_spectra(k);
-    if (!fs::exists(merged))
-      input_error("k = ", k, ": no replicate spectra: neither ",
-                  mine.empty() ? std::string("a job of this k in ") + paths.nmf_replicate_parameters()
-                               : paths.iter_spectra(k, mine.front().iter),
-                  " nor ", merged, " exists");
+    if (!fs::exists(merged)) {
+      if (mine.empty())
+        input_error("k = ", k, ": no replicate spectra: the job table ", paths.nmf_replicate_parameters(),
+                    " lists no job of k = ", k, " and ", merged, " does not exist");
+      input_error("k = ", k, ": no replicate spectra: neither ", paths.iter_spectra(k, mine.front().iter),
+                  " (nor any other of its ", mine.size(), " replicate files) nor ", merged, " exists");
+    }
     const io::DataFrame df = io::read_df_npz(merged);
     out.values = frame_values(df, merged);
     out.genes = string_labels(df.columns, merged + ": columns");

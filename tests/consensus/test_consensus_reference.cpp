@@ -16,23 +16,7 @@ using namespace knmf::consensus;
 using namespace knmf::test;
 namespace fs = std::filesystem;
 
-/// A writable cNMF run folder: cNMF's prepare outputs plus its merged spectra (k = 5..8).
-void make_run(const fs::path& out, bool with_tpm = true) {
-  const fs::path run = out / "pbmcA";
-  fs::create_directories(run / "cnmf_tmp");
-  for (const auto& e : fs::directory_iterator(pbmc_prepare() / "cnmf_tmp")) {
-    const auto name = e.path().filename().string();
-    if (!with_tpm && name.find(".tpm") != std::string::npos) continue;
-    fs::copy_file(e.path(), run / "cnmf_tmp" / name);
-  }
-  fs::copy_file(pbmc_prepare() / "pbmcA.overdispersed_genes.txt", run / "pbmcA.overdispersed_genes.txt");
-  for (int k : {5, 6, 7, 8}) {
-    const std::string f = "pbmcA.spectra.k_" + std::to_string(k) + ".merged.df.npz";
-    fs::copy_file(pbmc_ref_tmp() / f, run / "cnmf_tmp" / f);
-  }
-  for (const auto& e : fs::recursive_directory_iterator(run))
-    fs::permissions(e.path(), fs::perms::owner_write, fs::perm_options::add);
-}
+void make_run(const fs::path& out, bool with_tpm = true) { make_pbmc_run(out, with_tpm); }
 
 class Reference : public ::testing::Test {
 protected:
