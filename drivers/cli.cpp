@@ -12,9 +12,12 @@
 
 namespace knmf::cli {
 
+std::unique_ptr<Command> make_consensus_command(CLI::App& app);
+std::unique_ptr<Command> make_k_selection_command(CLI::App& app);
+
 // Each subcommand, in the order `knmf --help` lists them.
 std::vector<CommandFactory> command_factories() {
-  return {};
+  return {make_consensus_command, make_k_selection_command};
 }
 
 SplitArgs split_kokkos_args(int argc, const char* const* argv) {
