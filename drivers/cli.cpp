@@ -12,12 +12,13 @@
 
 namespace knmf::cli {
 
+std::unique_ptr<Command> make_simulate_command(CLI::App& app);
 std::unique_ptr<Command> make_consensus_command(CLI::App& app);
 std::unique_ptr<Command> make_k_selection_command(CLI::App& app);
 
 // Each subcommand, in the order `knmf --help` lists them.
 std::vector<CommandFactory> command_factories() {
-  return {make_consensus_command, make_k_selection_command};
+  return {make_simulate_command, make_consensus_command, make_k_selection_command};
 }
 
 SplitArgs split_kokkos_args(int argc, const char* const* argv) {
