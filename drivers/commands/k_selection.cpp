@@ -27,7 +27,8 @@ void add_consensus_options(CLI::App* sub, std::string& output_dir, std::string& 
   sub->add_option("-k,--components", ks,
                   "k values (default: every k of the job table or results file)");
   sub->add_option("--local-density-threshold", o.local_density_threshold,
-                  "keep replicate spectra with local density below this (0 < t <= 2; 2 keeps all)")
+                  "recorded in the stats table's local_density_threshold column (0 < t <= 2); as in "
+                  "cNMF, k-selection clusters every replicate spectrum without a density filter")
       ->capture_default_str();
   sub->add_option("--local-neighborhood-size", o.local_neighborhood_size,
                   "neighbours for the local density, as a fraction of the replicates")
