@@ -30,7 +30,7 @@ log() { echo "[bootstrap] $*" >&2; }
 # 1. Debian packages
 # ---------------------------------------------------------------------------------------------
 pkgs=(cmake ninja-build g++ pkg-config libhdf5-dev libcli11-dev libgtest-dev libgmock-dev
-      libbenchmark-dev libopenblas-dev libopenblas0-openmp libyaml-cpp-dev zlib1g-dev
+      libbenchmark-dev libopenblas-dev libopenblas0-openmp libyaml-cpp-dev zlib1g-dev libcairo2-dev
       nlohmann-json3-dev libopenmpi-dev openmpi-bin python3-numpy python3-scipy python3-sklearn
       python3-pandas python3-h5py python3-anndata python3-yaml dpkg-dev)
 if [[ "${KNMF_SKIP_APT:-0}" != 1 ]]; then

@@ -238,6 +238,26 @@ std::vector<double> local_density(const ExecSpace& space, const HostRows& x, int
   return detail::download(space, dens);
 }
 
+HostRows pairwise_distances(const ExecSpace& space, const HostRows& x, size_type block_bytes) {
+  const size_type n = x.rows, g = x.cols;
+  auto xt = detail::upload_transposed(space, x, "knmf::consensus::spectra");
+  auto sq = detail::column_sq_norms(space, xt);
+  const size_type B = detail::block_rows(block_bytes, n, n);
+  auto G = detail::alloc_matrix(space, "knmf::consensus::distance_block", B, n);
+  HostRows out{n, n, std::vector<double>(static_cast<size_t>(n * n))};
+  for (size_type b0 = 0; b0 < n; b0 += B) {
+    const size_type b = std::min(B, n - b0);
+    detail::DMatrix Gb(G.data(), b, n);
+    detail::DMatrix xb(xt.data() + b0 * g, g, b);
+    detail::gemm_tn(space, xb, xt, Gb);
+    detail::distances_from_gram(space, Gb, sq, b0, true, false, xt);
+    const auto h = detail::download_transposed(space, Gb);  // n x b row-major = columns of D
+    for (size_type j = 0; j < n; ++j)
+      for (size_type i = 0; i < b; ++i) out.row(b0 + i)[j] = h.values[size_t(j * b + i)];
+  }
+  return out;
+}
+
 // ---- k-means ---------------------------------------------------------------------------------
 
 namespace {

@@ -10,7 +10,9 @@
 #include <unordered_map>
 
 #include "knmf/core/error.hpp"
+#include "knmf/consensus/native_mode.hpp"
 #include "knmf/io/dataframe.hpp"
+#include "knmf/io/results_file.hpp"
 
 namespace knmf::consensus {
 
@@ -139,6 +141,102 @@ io::DataFrame frame(const HostRows& x, std::vector<io::Label> index, std::vector
   return df;
 }
 
+
+/// TPM inputs when the TPM file exists (source null otherwise).
+struct TpmFiles {
+  std::unique_ptr<H5adRowSource> source;
+  TpmInput input;
+  std::vector<std::string> genes, hvgs;
+};
+
+/// Open `tpm_path` (if it exists) with its stats (`stats_path`, optional: empty or missing
+/// means the genes' std is computed from TPM) and the HVG list (`hvg_path`, optional: X's
+/// genes otherwise), checked against X.
+TpmFiles open_tpm(const std::string& tpm_path, const std::string& stats_path,
+                  const std::string& hvg_path, const std::vector<std::string>& x_genes,
+                  const RowSource& X) {
+  TpmFiles tf;
+  if (tpm_path.empty() || !fs::exists(tpm_path)) return tf;
+  tf.source = std::make_unique<H5adRowSource>(tpm_path);
+  auto& tpm = tf.input;
+  tpm.tpm = tf.source.get();
+  tpm.float32 = tf.source->reader().info().value_type == io::ValueType::Float32;
+  tf.genes = tf.source->column_names();
+  if (tf.source->rows() != X.rows())
+    input_error(tpm_path, ": ", tf.source->rows(), " cells but ", X.name(), " has ", X.rows());
+  if (tf.source->row_names() != X.row_names())
+    input_error(tpm_path, ": its cells (obs names) differ from those of ", X.name());
+  if (!stats_path.empty() && fs::exists(stats_path)) {
+    const io::DataFrame stats = io::read_df_npz(stats_path);
+    const auto c_std = stats.find_column("__std");
+    if (c_std < 0 || stats.is_object()) input_error(stats_path, ": no numeric '__std' column");
+    if (stats.rows != tf.source->cols())
+      input_error(stats_path, ": ", stats.rows, " genes but ", tpm_path, " has ", tf.source->cols());
+    for (std::int64_t r = 0; r < stats.rows; ++r) tpm.gene_std.push_back(stats.at(r, c_std));
+  }
+  tf.hvgs = (!hvg_path.empty() && fs::exists(hvg_path)) ? read_lines(hvg_path) : x_genes;
+  const std::string d = gene_mismatch(x_genes, tf.hvgs);
+  if (!d.empty())
+    input_error(hvg_path, ": the HVG list differs from the genes of ", X.name(), " (", d, ")");
+  std::unordered_map<std::string, int> pos;
+  for (size_t j = 0; j < tf.genes.size(); ++j) pos.emplace(tf.genes[j], int(j));
+  std::set<std::string> seen;
+  for (const auto& gname : tf.hvgs) {
+    auto it = pos.find(gname);
+    if (it == pos.end()) input_error(tpm_path, ": gene '", gname, "' of ", X.name(), " is not one of its genes");
+    if (!seen.insert(gname).second) input_error(X.name(), ": gene '", gname, "' is listed twice");
+    tpm.hvg_columns.push_back(it->second);
+  }
+  return tf;
+}
+
+/// Write every outcome's files (cNMF's names, labels and dtypes) into the run folder.
+void write_outcomes(const io::CnmfPaths& paths, double dt, const std::vector<std::string>& cell_names,
+                    const std::vector<std::string>& gene_names, const TpmFiles& tf,
+                    std::vector<CnmfConsensusOutcome>& outcomes) {
+  ensure_dirs(paths);
+  const auto cells = to_labels(cell_names);
+  const auto genes = to_labels(gene_names);
+  const bool f32 = tf.source && tf.input.float32;
+  for (auto& o : outcomes) {
+    const int k = o.k;
+    const auto& r = o.result;
+    auto put = [&](const std::string& npz, const std::string& txt, const io::DataFrame& df) {
+      io::write_df_npz(npz, df);
+      o.files.push_back(npz);
+      if (!txt.empty()) {
+        io::write_df_txt(txt, df);
+        o.files.push_back(txt);
+      }
+    };
+    if (o.merged.source.rfind("combined", 0) == 0 || o.merged.source.rfind("results", 0) == 0)
+      put(paths.merged_spectra(k), "",
+          frame(o.merged.values, to_labels(o.merged.row_labels), to_labels(o.merged.genes)));
+    {
+      std::vector<std::string> labels;
+      for (size_type row : r.clustering.nonzero_rows) labels.push_back(o.merged.row_labels[size_t(row)]);
+      HostRows dens{size_type(labels.size()), 1, r.clustering.local_density};
+      put(paths.local_density_cache(k), "",
+          frame(dens, to_labels(labels), {io::Label(std::string("local_density"))}));
+    }
+    put(paths.consensus_spectra(k, dt), paths.consensus_spectra_txt(k, dt),
+        frame(r.spectra, int_labels(1, k), genes));
+    put(paths.consensus_usages(k, dt), paths.consensus_usages_txt(k, dt),
+        frame(r.usages(), cells, int_labels(1, k), r.have_tpm && f32));
+    if (r.have_tpm) {
+      const auto tg = to_labels(tf.genes);
+      put(paths.gene_spectra_score(k, dt), paths.gene_spectra_score_txt(k, dt),
+          frame(r.spectra_score, int_labels(1, k), tg));
+      put(paths.gene_spectra_tpm(k, dt), paths.gene_spectra_tpm_txt(k, dt),
+          frame(r.spectra_tpm, int_labels(1, k), tg, f32));
+      std::vector<io::Label> geps;
+      for (int t = 1; t <= k; ++t) geps.emplace_back("GEP" + std::to_string(t));
+      put(paths.starcat_spectra(k, dt), paths.starcat_spectra_txt(k, dt),
+          frame(r.starcat, geps, to_labels(tf.hvgs)));
+    }
+  }
+}
+
 }  // namespace
 
 SolverOptions solver_options_from(const io::NmfRunParams& p, const std::string& source) {
@@ -177,11 +275,13 @@ MergedSpectra load_replicate_spectra(const io::CnmfPaths& paths, int k,
                 " of the ", mine.size(), " replicate files of the job table)");
   if (present == 0) {
     const std::string merged = paths.merged_spectra(k);
-    if (!fs::exists(merged))
-      input_error("k = ", k, ": no replicate spectra: neither ",
-                  mine.empty() ? std::string("a job of this k in ") + paths.nmf_replicate_parameters()
-                               : paths.iter_spectra(k, mine.front().iter),
-                  " nor ", merged, " exists");
+    if (!fs::exists(merged)) {
+      if (mine.empty())
+        input_error("k = ", k, ": no replicate spectra: the job table ", paths.nmf_replicate_parameters(),
+                    " lists no job of k = ", k, " and ", merged, " does not exist");
+      input_error("k = ", k, ": no replicate spectra: neither ", paths.iter_spectra(k, mine.front().iter),
+                  " (nor any other of its ", mine.size(), " replicate files) nor ", merged, " exists");
+    }
     const io::DataFrame df = io::read_df_npz(merged);
     out.values = frame_values(df, merged);
     out.genes = string_labels(df.columns, merged + ": columns");
@@ -241,94 +341,18 @@ std::vector<CnmfConsensusOutcome> run_cnmf_consensus(const ExecSpace& space,
     merged.push_back(load_replicate_spectra(paths, k, in.jobs, false));
     check_genes(merged.back(), in.genes, in.X->name());
   }
-  std::unique_ptr<H5adRowSource> tpm_source;
-  TpmInput tpm;
-  std::vector<std::string> tpm_genes, hvgs;
-  if (fs::exists(paths.tpm())) {
-    tpm_source = std::make_unique<H5adRowSource>(paths.tpm());
-    tpm.tpm = tpm_source.get();
-    tpm.float32 = tpm_source->reader().info().value_type == io::ValueType::Float32;
-    tpm_genes = tpm_source->column_names();
-    if (tpm_source->rows() != in.X->rows())
-      input_error(paths.tpm(), ": ", tpm_source->rows(), " cells but ", in.X->name(), " has ",
-                  in.X->rows());
-    if (tpm_source->row_names() != in.X->row_names())
-      input_error(paths.tpm(), ": its cells (obs names) differ from those of ", in.X->name());
-    const io::DataFrame stats = io::read_df_npz(paths.tpm_stats());
-    const auto c_std = stats.find_column("__std");
-    if (c_std < 0 || stats.is_object())
-      input_error(paths.tpm_stats(), ": no numeric '__std' column");
-    if (stats.rows != tpm_source->cols())
-      input_error(paths.tpm_stats(), ": ", stats.rows, " genes but ", paths.tpm(), " has ",
-                  tpm_source->cols());
-    for (std::int64_t r = 0; r < stats.rows; ++r) tpm.gene_std.push_back(stats.at(r, c_std));
-    hvgs = fs::exists(paths.nmf_genes_list()) ? read_lines(paths.nmf_genes_list()) : in.genes;
-    const std::string d = gene_mismatch(in.genes, hvgs);
-    if (!d.empty())
-      input_error(paths.nmf_genes_list(), ": the HVG list differs from the genes of ", in.X->name(),
-                  " (", d, ")");
-    std::unordered_map<std::string, int> pos;
-    for (size_t j = 0; j < tpm_genes.size(); ++j) pos.emplace(tpm_genes[j], int(j));
-    std::set<std::string> seen;
-    for (const auto& gname : hvgs) {
-      auto it = pos.find(gname);
-      if (it == pos.end()) input_error(paths.tpm(), ": HVG '", gname, "' is not one of its genes");
-      if (!seen.insert(gname).second) input_error(paths.nmf_genes_list(), ": HVG '", gname, "' is listed twice");
-      tpm.hvg_columns.push_back(it->second);
-    }
-  }
+  TpmFiles tf = open_tpm(paths.tpm(), paths.tpm_stats(), paths.nmf_genes_list(), in.genes, *in.X);
 
   std::vector<CnmfConsensusOutcome> outcomes;
   for (size_t i = 0; i < ks.size(); ++i) {
     CnmfConsensusOutcome o;
     o.k = ks[i];
-    o.result = run_consensus(space, merged[i].values, ks[i], *in.X, tpm.tpm ? &tpm : nullptr,
+    o.result = run_consensus(space, merged[i].values, ks[i], *in.X, tf.source ? &tf.input : nullptr,
                              in.solver, req.options);
     o.merged = std::move(merged[i]);
     outcomes.push_back(std::move(o));
   }
-
-  // write
-  ensure_dirs(paths);
-  const double dt = req.options.local_density_threshold;
-  const auto cells = to_labels(in.X->row_names());
-  const auto genes = to_labels(in.genes);
-  for (auto& o : outcomes) {
-    const int k = o.k;
-    const auto& r = o.result;
-    auto put = [&](const std::string& npz, const std::string& txt, const io::DataFrame& df) {
-      io::write_df_npz(npz, df);
-      o.files.push_back(npz);
-      if (!txt.empty()) {
-        io::write_df_txt(txt, df);
-        o.files.push_back(txt);
-      }
-    };
-    if (o.merged.source.rfind("combined", 0) == 0)
-      put(paths.merged_spectra(k), "",
-          frame(o.merged.values, to_labels(o.merged.row_labels), to_labels(o.merged.genes)));
-    {
-      std::vector<std::string> labels;
-      for (size_type row : r.clustering.nonzero_rows) labels.push_back(o.merged.row_labels[size_t(row)]);
-      HostRows dens{size_type(labels.size()), 1, r.clustering.local_density};
-      put(paths.local_density_cache(k), "", frame(dens, to_labels(labels), {io::Label(std::string("local_density"))}));
-    }
-    put(paths.consensus_spectra(k, dt), paths.consensus_spectra_txt(k, dt),
-        frame(r.spectra, int_labels(1, k), genes));
-    put(paths.consensus_usages(k, dt), paths.consensus_usages_txt(k, dt),
-        frame(r.usages(), cells, int_labels(1, k), r.have_tpm && tpm.float32));
-    if (r.have_tpm) {
-      const auto tg = to_labels(tpm_genes);
-      put(paths.gene_spectra_score(k, dt), paths.gene_spectra_score_txt(k, dt),
-          frame(r.spectra_score, int_labels(1, k), tg));
-      put(paths.gene_spectra_tpm(k, dt), paths.gene_spectra_tpm_txt(k, dt),
-          frame(r.spectra_tpm, int_labels(1, k), tg, tpm.float32));
-      std::vector<io::Label> geps;
-      for (int t = 1; t <= k; ++t) geps.emplace_back("GEP" + std::to_string(t));
-      put(paths.starcat_spectra(k, dt), paths.starcat_spectra_txt(k, dt),
-          frame(r.starcat, geps, to_labels(hvgs)));
-    }
-  }
+  write_outcomes(paths, req.options.local_density_threshold, in.X->row_names(), in.genes, tf, outcomes);
   return outcomes;
 }
 
@@ -361,6 +385,105 @@ std::vector<KSelectionRow> run_cnmf_k_selection(const ExecSpace& space,
     stacks.push_back(std::move(m.values));
   }
   auto rows = k_selection(space, stacks, ks, *in.X, in.solver, req.options);
+  ensure_dirs(paths);
+  io::write_df_npz(paths.k_selection_stats(), k_selection_frame(rows));
+  return rows;
+}
+
+// ---- native mode -------------------------------------------------------------------------------
+
+MergedSpectra load_results_spectra(const std::string& results, int k) {
+  const auto reader = io::ResultsReader::open(results);
+  const auto& ks = reader.ks();
+  if (std::find(ks.begin(), ks.end(), k) == ks.end()) {
+    std::ostringstream have;
+    for (size_t i = 0; i < ks.size(); ++i) have << (i ? ", " : "") << ks[i];
+    input_error(results, ": k = ", k, " has no replicates (the file holds k = ", have.str(), ")");
+  }
+  const auto done = reader.completed(k);
+  std::vector<int> missing;
+  for (size_t r = 0; r < done.size(); ++r)
+    if (!done[r]) missing.push_back(int(r));
+  if (!missing.empty())
+    input_error(results, ": k = ", k, ": ", missing.size(), " of ", done.size(),
+                " replicates are not committed (the first is iter ", missing[0],
+                "); finish the run with knmf factorize first");
+  MergedSpectra out;
+  out.k = k;
+  out.genes = reader.info().genes;
+  const size_type g = size_type(out.genes.size());
+  out.values = HostRows{size_type(reader.n_iter()) * k, g, reader.spectra(k)};
+  for (int r = 0; r < reader.n_iter(); ++r)
+    for (int t = 0; t < k; ++t)
+      out.row_labels.push_back("iter" + std::to_string(r) + "_topic" + std::to_string(t + 1));
+  out.source = "results file " + results;
+  return out;
+}
+
+namespace {
+
+struct NativeInputs {
+  std::vector<int> ks;
+  SolverOptions solver;
+  std::unique_ptr<H5adRowSource> X;
+  std::vector<std::string> genes;
+  std::vector<MergedSpectra> merged;
+};
+
+NativeInputs read_native(const NativeRequest& req) {
+  NativeInputs in;
+  const auto reader = io::ResultsReader::open(req.results);
+  const auto& info = reader.info();
+  in.ks = req.components.empty() ? reader.ks() : req.components;
+  for (int k : in.ks)
+    if (k < 1) input_error("--components ", k, " is invalid: k must be >= 1");
+  if (info.beta_loss != "frobenius")
+    input_error(req.results, ": beta_loss '", info.beta_loss, "' is not supported (frobenius only)");
+  in.solver = info.solver;
+  in.solver.return_W = false;
+  const std::string counts = req.counts.empty() ? info.input : req.counts;
+  if (counts.empty()) input_error(req.results, ": no input recorded; give --counts");
+  in.X = std::make_unique<H5adRowSource>(counts);
+  in.genes = in.X->column_names();
+  if (in.X->rows() != info.n_cells)
+    input_error(counts, ": ", in.X->rows(), " cells but ", req.results, " was computed on ",
+                info.n_cells);
+  for (int k : in.ks) {
+    in.merged.push_back(load_results_spectra(req.results, k));
+    check_genes(in.merged.back(), in.genes, counts);
+  }
+  return in;
+}
+
+}  // namespace
+
+std::vector<CnmfConsensusOutcome> run_native_consensus(const ExecSpace& space,
+                                                       const NativeRequest& req) {
+  req.options.validate();
+  NativeInputs in = read_native(req);
+  const io::CnmfPaths paths(req.output_dir, req.name);
+  TpmFiles tf = open_tpm(req.tpm, req.tpm_stats, "", in.genes, *in.X);
+  if (!req.tpm.empty() && !tf.source) input_error("--tpm ", req.tpm, ": no such file");
+  std::vector<CnmfConsensusOutcome> outcomes;
+  for (size_t i = 0; i < in.ks.size(); ++i) {
+    CnmfConsensusOutcome o;
+    o.k = in.ks[i];
+    o.result = run_consensus(space, in.merged[i].values, in.ks[i], *in.X,
+                             tf.source ? &tf.input : nullptr, in.solver, req.options);
+    o.merged = std::move(in.merged[i]);
+    outcomes.push_back(std::move(o));
+  }
+  write_outcomes(paths, req.options.local_density_threshold, in.X->row_names(), in.genes, tf, outcomes);
+  return outcomes;
+}
+
+std::vector<KSelectionRow> run_native_k_selection(const ExecSpace& space, const NativeRequest& req) {
+  req.options.validate();
+  NativeInputs in = read_native(req);
+  std::vector<HostRows> stacks;
+  for (auto& m : in.merged) stacks.push_back(std::move(m.values));
+  auto rows = k_selection(space, stacks, in.ks, *in.X, in.solver, req.options);
+  const io::CnmfPaths paths(req.output_dir, req.name);
   ensure_dirs(paths);
   io::write_df_npz(paths.k_selection_stats(), k_selection_frame(rows));
   return rows;

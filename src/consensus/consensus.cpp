@@ -138,6 +138,57 @@ HostRows transpose(const HostRows& x) {
   return t;
 }
 
+/// scikit-learn's sparse mean_variance_axis(X, axis=0) (StandardScaler(with_mean=False) on
+/// cNMF's TPM): two passes in CSR order with float64 accumulators and the Chan-Golub-LeVeque
+/// correction term; for a float32 X the results are rounded to float32 (as scikit-learn
+/// returns them) before StandardScaler widens them again.
+struct SparseMeanVar {
+  std::vector<double> mean, var, corr;
+  std::vector<std::uint64_t> nnz;
+  size_type n = 0;
+  bool round32 = false;
+  SparseMeanVar(size_type cols, size_type rows, bool float32)
+      : mean(static_cast<size_t>(cols), 0.0), var(static_cast<size_t>(cols), 0.0),
+        corr(static_cast<size_t>(cols), 0.0), nnz(static_cast<size_t>(cols), 0), n(rows),
+        round32(float32) {}
+  void first(const io::CsrBlock<double>& b) {
+    for (size_t p = 0; p < b.values.size(); ++p) {
+      mean[size_t(b.cols[p])] += b.values[p];
+      ++nnz[size_t(b.cols[p])];
+    }
+  }
+  void finish_first() {
+    for (auto& m : mean) m /= double(n);
+  }
+  void second(const io::CsrBlock<double>& b) {
+    for (size_t p = 0; p < b.values.size(); ++p) {
+      const size_t c = size_t(b.cols[p]);
+      const double diff = b.values[p] - mean[c];
+      corr[c] += diff;
+      var[c] += diff * diff;
+    }
+  }
+  double round(double v) const { return round32 ? double(float(v)) : v; }
+  std::vector<double> means() const {
+    std::vector<double> out(mean.size());
+    for (size_t c = 0; c < mean.size(); ++c) out[c] = round(mean[c]);
+    return out;
+  }
+  std::vector<double> variances() const {
+    std::vector<double> out(mean.size());
+    const double sw = double(n);
+    for (size_t c = 0; c < mean.size(); ++c) {
+      const double zeros = sw - double(nnz[c]);
+      double cr = corr[c], v = var[c];
+      if (nnz[c] != std::uint64_t(n)) cr -= zeros * mean[c];
+      cr = cr * cr / sw;
+      if (nnz[c] != std::uint64_t(n)) v += zeros * (mean[c] * mean[c]);
+      out[c] = round((v - cr) / sw);
+    }
+    return out;
+  }
+};
+
 /// The TPM outputs of cNMF's consensus from the program-ordered usages U (n x k).
 void tpm_outputs(const ExecSpace& space, const TpmInput& tpm, const HostRows& U,
                  const SolverOptions& run, size_type block_nnz, ConsensusResult& out) {
@@ -147,7 +198,7 @@ void tpm_outputs(const ExecSpace& space, const TpmInput& tpm, const HostRows& U,
   const int k = int(U.cols);
   if (n != U.rows)
     input_error(T.name(), " has ", n, " cells but the norm_counts matrix has ", U.rows);
-  if (size_type(tpm.gene_std.size()) != gt)
+  if (!tpm.gene_std.empty() && size_type(tpm.gene_std.size()) != gt)
     input_error("tpm_stats: ", tpm.gene_std.size(), " genes but ", T.name(), " has ", gt);
   // normalized usages (cNMF: rf_usages.div(rf_usages.sum(axis=1), axis=0); a cell with no
   // usage at all gets zeros here, where cNMF would get NaN and fail)
@@ -166,8 +217,10 @@ void tpm_outputs(const ExecSpace& space, const TpmInput& tpm, const HostRows& U,
   Kokkos::deep_copy(space, Q, 0.0);
   std::vector<double> colsum(static_cast<size_t>(gt), 0.0), colsq(static_cast<size_t>(gt), 0.0);
   detail::DeviceBlock block(space);
+  SparseMeanVar mv(gt, n, tpm.float32);
   // pass 1: U^T TPM, Un^T TPM and the column sums
   T.for_each_block(block_nnz, [&](const io::CsrBlock<double>& b) {
+    mv.first(b);
     for (size_t p = 0; p < b.values.size(); ++p) {
       const double v = b.values[p];
       colsum[size_t(b.cols[p])] += v;
@@ -177,6 +230,16 @@ void tpm_outputs(const ExecSpace& space, const TpmInput& tpm, const HostRows& U,
     detail::accumulate_ut_block(space, block, Vd, Q);
   });
   const HostRows Qh = transpose(detail::download_transposed(space, Q));  // 2k x gt row-major
+  // the genes' standard deviations (ddof 0): cNMF's tpm_stats `__std`, or computed here
+  std::vector<double> gene_std = tpm.gene_std;
+  if (gene_std.empty()) {
+    gene_std.resize(size_t(gt));
+    for (size_type j = 0; j < gt; ++j) {
+      const double mean = colsum[size_t(j)] / double(n);
+      const double var = colsq[size_t(j)] / double(n) - mean * mean;
+      gene_std[size_t(j)] = var > 0.0 ? std::sqrt(var) : 0.0;
+    }
+  }
   // Grams U^T U and Un^T Un, and U^T 1
   detail::DMatrix Ud(Vd.data(), 2 * k, n);
   std::vector<double> gram_all = detail::gram(space, Ud);  // (2k x 2k)
@@ -190,18 +253,6 @@ void tpm_outputs(const ExecSpace& space, const TpmInput& tpm, const HostRows& U,
   for (size_type i = 0; i < n; ++i)
     for (int t = 0; t < k; ++t) usum[size_t(t)] += U.row(i)[t];
 
-  // gene scores: OLS of the z-scored TPM on U (cNMF's efficient_ols_all_cols, normalize_y)
-  std::vector<double> XtY(size_t(k * gt));
-  for (size_type j = 0; j < gt; ++j) {
-    const double mean = colsum[size_t(j)] / double(n);
-    double var = colsq[size_t(j)] / double(n) - mean * mean;
-    if (!(var >= 1e-12)) var = 1e-12;
-    const double sd = std::sqrt(var);
-    for (int t = 0; t < k; ++t)
-      XtY[size_t(t * gt + j)] = (Qh.row(t)[j] - usum[size_t(t)] * mean) / sd;
-  }
-  out.spectra_score = HostRows{k, gt, gram_lstsq(UtU, XtY, k, gt)};
-
   // TPM spectra: fixed-H refit of TPM^T (genes x cells) on Un^T; P = Un^T TPM
   double tsum = 0.0, tnorm2 = 0.0;
   for (size_type j = 0; j < gt; ++j) {
@@ -209,9 +260,8 @@ void tpm_outputs(const ExecSpace& space, const TpmInput& tpm, const HostRows& U,
     tnorm2 += colsq[size_t(j)];
   }
   {
-    auto P = detail::alloc_matrix(space, "knmf::consensus::UnT", k, gt);
     HostRows Pn{k, gt, std::vector<double>(Qh.values.begin() + k * gt, Qh.values.end())};
-    P = detail::upload_rows(space, Pn, "knmf::consensus::UnT");
+    auto P = detail::upload_rows(space, Pn, "knmf::consensus::UnT");
     out.tpm_spectra_refit =
         detail::refit_device(space, P, NtN, tnorm2, tsum / (double(n) * double(gt)), n, run, true);
   }
@@ -229,7 +279,7 @@ void tpm_outputs(const ExecSpace& space, const TpmInput& tpm, const HostRows& U,
     const double s = detail::pairwise_sum(row.data(), gt);
     for (size_type h = 0; h < gh; ++h) {
       const int j = tpm.hvg_columns[size_t(h)];
-      out.starcat.row(t)[h] = row[size_t(j)] / s * 1e6 / tpm.gene_std[size_t(j)];
+      out.starcat.row(t)[h] = row[size_t(j)] / s * 1e6 / gene_std[size_t(j)];
     }
   }
 
@@ -254,7 +304,7 @@ void tpm_outputs(const ExecSpace& space, const TpmInput& tpm, const HostRows& U,
   for (int t = 0; t < k; ++t)
     for (size_type h = 0; h < gh; ++h) {
       const int j = tpm.hvg_columns[size_t(h)];
-      double v = out.spectra_tpm.row(t)[j] / tpm.gene_std[size_t(j)];
+      double v = out.spectra_tpm.row(t)[j] / gene_std[size_t(j)];
       if (!std::isfinite(v)) v = 0.0;  // a gene with zero std in tpm_stats
       H2.row(t)[h] = tpm.float32 ? double(to_f32(v)) : v;
     }
@@ -268,10 +318,27 @@ void tpm_outputs(const ExecSpace& space, const TpmInput& tpm, const HostRows& U,
   auto dscale = detail::upload(space, scale, "knmf::consensus::hvg_scale");
   auto P2 = detail::alloc_matrix(space, "knmf::consensus::P_tpm", k, n);
   // pass 2: (scaled HVG TPM) H2^T
+  mv.finish_first();
   T.for_each_block(block_nnz, [&](const io::CsrBlock<double>& b) {
+    mv.second(b);
     block.upload(b, true, false);
     detail::block_times_ht(space, block, H2d, dmap, dscale, P2);
   });
+  // gene scores: OLS of the z-scored TPM on U (cNMF's efficient_ols_all_cols, normalize_y),
+  // with scikit-learn's column means and variances (StandardScaler(with_mean=False))
+  const std::vector<double> means = mv.means();
+  const std::vector<double> vars = mv.variances();
+  std::vector<double> XtY(size_t(k * gt));
+  for (size_type j = 0; j < gt; ++j) {
+    const double mean = means[size_t(j)];
+    double var = vars[size_t(j)];
+    if (!(var >= 1e-12)) var = 1e-12;  // cNMF: varY[varY < eps] = eps
+    const double sd = std::sqrt(var);
+    for (int t = 0; t < k; ++t)
+      XtY[size_t(t * gt + j)] = (Qh.row(t)[j] - usum[size_t(t)] * mean) / sd;
+  }
+  out.spectra_score = HostRows{k, gt, gram_lstsq(UtU, XtY, k, gt)};
+
   out.tpm_usage_refit = detail::refit_device(space, P2, detail::gram(space, H2d), hnorm2,
                                              hsum / (double(n) * double(gh)), gh, run, true);
   if (tpm.float32)

@@ -1,8 +1,36 @@
 #include "consensus_fixtures.hpp"
 
+#include <algorithm>
 #include <limits>
 
 namespace knmf::test {
+
+namespace fs = std::filesystem;
+
+void make_pbmc_run(const fs::path& out, bool with_tpm) {
+  const fs::path run = out / "pbmcA";
+  fs::create_directories(run / "cnmf_tmp");
+  for (const auto& e : fs::directory_iterator(pbmc_prepare() / "cnmf_tmp")) {
+    const auto name = e.path().filename().string();
+    if (!with_tpm && name.find(".tpm") != std::string::npos) continue;
+    fs::copy_file(e.path(), run / "cnmf_tmp" / name);
+  }
+  fs::copy_file(pbmc_prepare() / "pbmcA.overdispersed_genes.txt", run / "pbmcA.overdispersed_genes.txt");
+  for (int k : {5, 6, 7, 8}) {
+    const std::string f = "pbmcA.spectra.k_" + std::to_string(k) + ".merged.df.npz";
+    fs::copy_file(pbmc_ref_tmp() / f, run / "cnmf_tmp" / f);
+  }
+  for (const auto& e : fs::recursive_directory_iterator(run))
+    fs::permissions(e.path(), fs::perms::owner_write, fs::perm_options::add);
+}
+
+std::vector<std::string> list_files(const fs::path& dir) {
+  std::vector<std::string> out;
+  for (const auto& e : fs::recursive_directory_iterator(dir))
+    if (e.is_regular_file()) out.push_back(fs::relative(e.path(), dir).string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
 
 std::vector<int> hungarian_max(const std::vector<std::vector<double>>& score) {
   // O(n^3) Hungarian algorithm (potentials) on cost = -score, 1-based internally.

@@ -28,6 +28,13 @@ inline const nlohmann::json& consensus_golden() {
   return g;
 }
 
+/// A writable cNMF run folder `out/pbmcA`: cNMF's prepare outputs (with or without the TPM
+/// files) plus its merged spectra of k = 5..8.
+void make_pbmc_run(const std::filesystem::path& out, bool with_tpm = true);
+
+/// Every regular file under `dir` (relative paths, sorted).
+std::vector<std::string> list_files(const std::filesystem::path& dir);
+
 /// Pearson correlation of two equally long vectors.
 inline double correlation(const double* a, const double* b, std::size_t n) {
   double ma = 0, mb = 0;

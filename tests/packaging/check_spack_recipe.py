@@ -321,7 +321,7 @@ CMAKE_TO_SPACK = {
     "Kokkos": "kokkos", "KokkosKernels": "kokkos-kernels", "HDF5": "hdf5", "ZLIB": "zlib-api",
     "yaml-cpp": "yaml-cpp", "MPI": "mpi", "CLI11": "cli11", "GTest": "googletest",
     "nlohmann_json": "nlohmann-json", "benchmark": "benchmark", "BLAS": "blas",
-    "LAPACK": "lapack", "OpenMP": None, "Threads": None, "Python3": "python",
+    "LAPACK": "lapack", "Cairo": "cairo", "OpenMP": None, "Threads": None, "Python3": "python",
 }
 
 

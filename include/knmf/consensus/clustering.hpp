@@ -48,6 +48,11 @@ HostRows select_rows(const HostRows& x, const std::vector<size_type>& keep);
 std::vector<double> local_density(const ExecSpace& space, const HostRows& x, int n_neighbors,
                                   size_type block_bytes = size_type(256) << 20);
 
+/// All pairwise distances (rows x rows, row-major on the host), for figures: O(rows^2) host
+/// memory, so callers limit rows.
+HostRows pairwise_distances(const ExecSpace& space, const HostRows& x,
+                            size_type block_bytes = size_type(256) << 20);
+
 struct KMeansResult {
   std::vector<int> labels;    ///< cluster of each row, 0..k-1 (scikit-learn's labels_)
   HostRows centers;           ///< k x cols (cluster_centers_)

@@ -29,7 +29,8 @@ namespace knmf::consensus {
 struct TpmInput {
   const RowSource* tpm = nullptr;      ///< cells x all genes, same cells as X, same order
   std::vector<int> hvg_columns;        ///< TPM column of each of X's genes (the HVGs), in X's order
-  std::vector<double> gene_std;        ///< tpm_stats `__std` per TPM column (ddof 0)
+  /// tpm_stats `__std` per TPM column (ddof 0); empty: computed from the TPM matrix
+  std::vector<double> gene_std;
   bool float32 = true;                 ///< TPM stored as float32: cNMF's TPM outputs are float32
 };
 

@@ -1,0 +1,280 @@
+// cNMF mode and native mode on files: combining replicate files like `cnmf combine`, the
+// checks on bad input (one-line InputErrors, nothing written), the native results file, and
+// the outputs as numpy/pandas load them (when Debian's python3 is present).
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "consensus_fixtures.hpp"
+#include "knmf/consensus/cnmf_mode.hpp"
+#include "knmf/consensus/native_mode.hpp"
+#include "knmf/core/error.hpp"
+#include "knmf/io/results_file.hpp"
+
+namespace {
+using namespace knmf;
+using namespace knmf::consensus;
+using namespace knmf::test;
+namespace fs = std::filesystem;
+
+class CnmfMode : public ::testing::Test {
+protected:
+  void SetUp() override {
+    if (!require_shared("the consensus file tests on cNMF's pbmcA run")) {
+      if (std::getenv("KNMF_ALLOW_MISSING_SHARED")) GTEST_SKIP();
+      FAIL() << "../shared is missing";
+    }
+    make_pbmc_run(tmp.path());
+    paths = std::make_unique<io::CnmfPaths>(tmp.path().string(), "pbmcA");
+  }
+
+  /// Replace the merged file of k by one replicate file per iteration (as factorize leaves
+  /// them), from cNMF's merged spectra.
+  void split_merged(int k) {
+    const auto df = io::read_df_npz(paths->merged_spectra(k));
+    std::vector<std::string> genes;
+    for (const auto& c : df.columns) genes.push_back(std::get<std::string>(c));
+    for (std::int64_t r = 0; r < df.rows / k; ++r)
+      io::write_cnmf_spectra(paths->iter_spectra(k, int(r)), &df.data[size_t(r * k * df.cols)], k,
+                             df.cols, genes);
+    fs::remove(paths->merged_spectra(k));
+  }
+
+  CnmfConsensusRequest request(std::vector<int> ks) const {
+    CnmfConsensusRequest req;
+    req.output_dir = tmp.path().string();
+    req.name = "pbmcA";
+    req.components = std::move(ks);
+    return req;
+  }
+
+  /// Expect an InputError whose one-line message contains every fragment, and no change to
+  /// the files of the run folder.
+  template <class F>
+  void expect_input_error(F f, std::vector<std::string> fragments) {
+    const auto before = list_files(tmp.path());
+    try {
+      f();
+      ADD_FAILURE() << "no InputError";
+    } catch (const InputError& e) {
+      const std::string msg = e.what();
+      EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+      for (const auto& fr : fragments) EXPECT_NE(msg.find(fr), std::string::npos) << msg << "\n  lacks: " << fr;
+      std::printf("  InputError: %s\n", msg.c_str());
+    }
+    EXPECT_EQ(list_files(tmp.path()), before) << "files changed after a failed run";
+  }
+
+  TempDir tmp{"knmf-cnmf-mode"};
+  std::unique_ptr<io::CnmfPaths> paths;
+};
+
+TEST_F(CnmfMode, CombinesReplicateFilesLikeCnmfCombine) {
+  const auto ref = io::read_df_npz(paths->merged_spectra(6));
+  split_merged(6);
+  const auto jobs = io::read_cnmf_job_table(paths->nmf_replicate_parameters());
+  const auto m = load_replicate_spectra(*paths, 6, jobs, true);
+  ASSERT_TRUE(fs::exists(paths->merged_spectra(6)));
+  const auto got = io::read_df_npz(paths->merged_spectra(6));
+  EXPECT_EQ(got.index, ref.index);
+  EXPECT_EQ(got.columns, ref.columns);
+  EXPECT_EQ(got.data, ref.data);
+  EXPECT_EQ(m.values.values, ref.data);
+  // consensus from the replicate files equals consensus from cNMF's merged file
+  auto from_files = run_cnmf_consensus(ExecSpace(), request({6}));
+  const auto spectra_files = io::read_df_npz(paths->consensus_spectra(6, 0.5));
+  fs::remove(paths->iter_spectra(6, 0));  // now only the merged file can serve (others exist:
+  for (int r = 1; r < 20; ++r) fs::remove(paths->iter_spectra(6, r));  // remove them all)
+  auto from_merged = run_cnmf_consensus(ExecSpace(), request({6}));
+  EXPECT_EQ(io::read_df_npz(paths->consensus_spectra(6, 0.5)).data, spectra_files.data);
+  EXPECT_EQ(from_files[0].result.refit.W.values, from_merged[0].result.refit.W.values);
+}
+
+TEST_F(CnmfMode, BadInputsAreOneLineErrorsAndWriteNothing) {
+  for (double t : {0.0, -1.0, 2.5}) {
+    auto req = request({7});
+    req.options.local_density_threshold = t;
+    expect_input_error([&] { run_cnmf_consensus(ExecSpace(), req); },
+                       {"--local-density-threshold", "0 < t <= 2"});
+  }
+  // a k with no replicate files (and no merged file); k = 7 before it is not written either
+  expect_input_error([&] { run_cnmf_consensus(ExecSpace(), request({7, 9})); },
+                     {"k = 9", "no replicate spectra", "pbmcA.nmf_params.df.npz", "pbmcA.spectra.k_9.merged.df.npz"});
+  // one replicate file missing among the others
+  split_merged(5);
+  fs::remove(paths->iter_spectra(5, 13));
+  expect_input_error([&] { run_cnmf_consensus(ExecSpace(), request({5})); },
+                     {paths->iter_spectra(5, 13), "missing", "19 of the 20"});
+  // mismatched gene lists between replicates
+  split_merged(8);
+  {
+    auto df = io::read_df_npz(paths->iter_spectra(8, 4));
+    std::vector<std::string> genes;
+    for (const auto& c : df.columns) genes.push_back(std::get<std::string>(c));
+    std::swap(genes[10], genes[11]);
+    io::write_cnmf_spectra(paths->iter_spectra(8, 4), df.data.data(), 8, df.cols, genes);
+  }
+  expect_input_error([&] { run_cnmf_consensus(ExecSpace(), request({8})); },
+                     {paths->iter_spectra(8, 4), "genes differ", "gene 10"});
+  CnmfKSelectionRequest ks;
+  ks.output_dir = tmp.path().string();
+  ks.name = "pbmcA";
+  ks.components = {6, 8};
+  expect_input_error([&] { run_cnmf_k_selection(ExecSpace(), ks); }, {paths->iter_spectra(8, 4)});
+  // a run that is not Frobenius
+  {
+    std::ofstream y(paths->nmf_run_parameters());
+    y << "alpha_H: 0.0\nalpha_W: 0.0\nbeta_loss: kullback-leibler\ninit: random\nl1_ratio: 0.0\n"
+         "max_iter: 1000\nsolver: mu\ntol: 0.0001\n";
+  }
+  expect_input_error([&] { run_cnmf_consensus(ExecSpace(), request({7})); },
+                     {"nmf_idvrun_params.yaml", "kullback-leibler"});
+}
+
+TEST_F(CnmfMode, NativeResultsFileGivesTheSameConsensus) {
+  // a knmf results file holding cNMF's 20 replicates of k = 7
+  const auto merged = io::read_df_npz(paths->merged_spectra(7));
+  io::RunInfo info;
+  info.input = paths->normalized_counts();
+  info.n_cells = 2896;
+  for (const auto& c : merged.columns) info.genes.push_back(std::get<std::string>(c));
+  info.ks = {7};
+  info.n_iter = 20;
+  info.seed = 14;
+  info.dtype = "double";
+  const std::string results = (tmp.path() / "run.knmf.h5").string();
+  {
+    auto w = io::ResultsWriter::create_or_resume(results, info);
+    for (const Job& j : w.pending()) {
+      if (j.iter == 19) continue;  // left pending for the error check below
+      ReplicateResult r;
+      r.job = j;
+      r.n = 2896;
+      r.g = merged.cols;
+      r.H.assign(merged.data.begin() + size_t(j.iter) * 7 * merged.cols,
+                 merged.data.begin() + size_t(j.iter + 1) * 7 * merged.cols);
+      r.status = ReplicateStatus::converged;
+      w.write(r);
+    }
+    w.commit();
+  }
+  NativeRequest req;
+  req.results = results;
+  req.output_dir = (tmp.path() / "native").string();
+  req.name = "pbmcA";
+  EXPECT_THROW(
+      {
+        try {
+          run_native_consensus(ExecSpace(), req);
+        } catch (const InputError& e) {
+          EXPECT_NE(std::string(e.what()).find("iter 19"), std::string::npos) << e.what();
+          throw;
+        }
+      },
+      InputError);
+  {
+    auto w = io::ResultsWriter::create_or_resume(results, info);
+    for (const Job& j : w.pending()) {
+      ReplicateResult r;
+      r.job = j;
+      r.n = 2896;
+      r.g = merged.cols;
+      r.H.assign(merged.data.begin() + size_t(j.iter) * 7 * merged.cols,
+                 merged.data.begin() + size_t(j.iter + 1) * 7 * merged.cols);
+      r.status = ReplicateStatus::converged;
+      w.write(r);
+    }
+    EXPECT_TRUE(w.finish());
+  }
+  req.tpm = paths->tpm();
+  req.tpm_stats = paths->tpm_stats();
+  const auto native = run_native_consensus(ExecSpace(), req);
+  const auto cnmf = run_cnmf_consensus(ExecSpace(), request({7}));
+  const io::CnmfPaths np(req.output_dir, "pbmcA");
+  for (auto [a, b] : {std::pair{np.consensus_spectra(7, 0.5), paths->consensus_spectra(7, 0.5)},
+                      std::pair{np.consensus_usages(7, 0.5), paths->consensus_usages(7, 0.5)},
+                      std::pair{np.gene_spectra_score(7, 0.5), paths->gene_spectra_score(7, 0.5)},
+                      std::pair{np.merged_spectra(7), paths->merged_spectra(7)}}) {
+    const auto x = io::read_df_npz(a), y = io::read_df_npz(b);
+    EXPECT_EQ(x.index, y.index) << a;
+    EXPECT_EQ(x.columns, y.columns) << a;
+    EXPECT_EQ(x.data, y.data) << a;
+  }
+  // k-selection from the results file equals the one from the cNMF folder
+  const auto rows = run_native_k_selection(ExecSpace(), req);
+  CnmfKSelectionRequest kr;
+  kr.output_dir = tmp.path().string();
+  kr.name = "pbmcA";
+  kr.components = {7};
+  const auto rows2 = run_cnmf_k_selection(ExecSpace(), kr);
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].silhouette, rows2[0].silhouette);
+  EXPECT_EQ(rows[0].prediction_error, rows2[0].prediction_error);
+}
+
+/// numpy/pandas load every output exactly as cNMF loads it: same shape, labels and label
+/// dtypes as cNMF's own files, and the .txt copies read back as the same table.
+TEST_F(CnmfMode, PandasLoadsTheOutputsAsCnmfWritesThem) {
+  run_cnmf_consensus(ExecSpace(), request({7}));
+  CnmfKSelectionRequest ks;
+  ks.output_dir = tmp.path().string();
+  ks.name = "pbmcA";
+  run_cnmf_k_selection(ExecSpace(), ks);
+  const char* py = "/usr/bin/python3";
+  if (!fs::exists(py) ||
+      std::system("/usr/bin/python3 -c 'import numpy, pandas' >/dev/null 2>&1") != 0) {
+    std::fprintf(stderr, "*** SKIPPED PART: /usr/bin/python3 with numpy and pandas is missing; "
+                         "the outputs were not loaded with pandas ***\n");
+    GTEST_SKIP() << "/usr/bin/python3 with numpy and pandas is missing";
+  }
+  const fs::path script = tmp.path() / "check.py";
+  {
+    std::ofstream s(script);
+    s << R"PY(
+import sys, numpy as np, pandas as pd
+ref, run = sys.argv[1], sys.argv[2]
+def load(f):
+    with np.load(f, allow_pickle=True) as d:
+        return pd.DataFrame(**d), {k: d[k].dtype for k in d.files}
+files = [("cnmf_tmp/pbmcA.spectra.k_7.dt_0_5.consensus.df.npz", "pbmcA.spectra.k_7.dt_0_5.consensus.txt"),
+         ("cnmf_tmp/pbmcA.usages.k_7.dt_0_5.consensus.df.npz", "pbmcA.usages.k_7.dt_0_5.consensus.txt"),
+         ("cnmf_tmp/pbmcA.gene_spectra_tpm.k_7.dt_0_5.df.npz", "pbmcA.gene_spectra_tpm.k_7.dt_0_5.txt"),
+         ("cnmf_tmp/pbmcA.gene_spectra_score.k_7.dt_0_5.df.npz", "pbmcA.gene_spectra_score.k_7.dt_0_5.txt"),
+         ("cnmf_tmp/pbmcA.starcat_spectra.k_7.dt_0_5.df.npz", "pbmcA.starcat_spectra.k_7.dt_0_5.txt"),
+         ("cnmf_tmp/pbmcA.local_density_cache.k_7.merged.df.npz", None),
+         ("pbmcA.k_selection_stats.df.npz", None)]
+bad = 0
+for npz, txt in files:
+    a, ad = load(run + "/" + npz)
+    b, bd = load(ref + "/" + npz)
+    ok = (a.shape == b.shape and list(a.index) == list(b.index) and list(a.columns) == list(b.columns)
+          and a.index.dtype == b.index.dtype and a.columns.dtype == b.columns.dtype)
+    dt = a.values.dtype == b.values.dtype
+    if not dt:
+        # cNMF's float32 tables (TPM is float32): knmf stores the float32 values as float64
+        # until its .npy writer stores '<f4'; the values must be float32 numbers
+        dt = b.values.dtype == np.float32 and np.array_equal(a.values.astype(np.float32).astype(np.float64), a.values)
+        print("note: %s data dtype %s (cNMF: %s)" % (npz, a.values.dtype, b.values.dtype))
+    close = np.allclose(a.values, b.values, rtol=1e-4, atol=1e-5 * np.abs(b.values).max())
+    if txt:
+        t = pd.read_csv(run + "/" + txt, sep="\t", index_col=0)
+        tx = (t.shape == a.shape and [str(x) for x in t.index] == [str(x) for x in a.index]
+              and [str(x) for x in t.columns] == [str(x) for x in a.columns]
+              and np.allclose(t.values, a.values, rtol=1e-6, atol=0))
+    else:
+        tx = True
+    print("%-60s labels %s dtype %s values %s txt %s" % (npz, ok, dt, close, tx))
+    bad += not (ok and dt and close and tx)
+sys.exit(1 if bad else 0)
+)PY";
+  }
+  const fs::path refdir = pbmc_dir() / "reference" / "pbmcA";
+  const std::string cmd = std::string(py) + " " + script.string() + " " + refdir.string() + " " +
+                          tmp.path().string() + "/pbmcA";
+  EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
+}
+
+}  // namespace
