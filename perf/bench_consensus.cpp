@@ -241,7 +241,7 @@ int main(int argc, char** argv) {
     auto Xd = DenseMatrix<double>::from_host(ExecSpace(), dense_n, g, dense.data());
     Kokkos::fence();
     t.reset();
-    auto a = refit_usages<double>(ExecSpace(), Xd, {medians.values}, k, 1, run)[0];
+    auto a = refit_usages(ExecSpace(), Xd, {medians.values}, k, 1, run)[0];
     Kokkos::fence();
     const double t_dev = t.seconds();
     t.reset();

@@ -55,7 +55,7 @@ void compare(const SolverOptions& o, double tol) {
   const auto X = DenseMatrix<double>::from_host(ExecSpace(), 700, 90, p.dense.data());
   for (size_t s = 0; s < p.spectra.size(); ++s) {
     const int k = int(p.spectra[s].rows);
-    const auto ref = refit_usages<double>(ExecSpace(), X, {p.spectra[s].values}, k, 1, o)[0];
+    const auto ref = refit_usages(ExecSpace(), X, {p.spectra[s].values}, k, 1, o)[0];
     EXPECT_EQ(streamed[s].n_iter, ref.n_iter) << "k = " << k;
     EXPECT_EQ(streamed[s].status, ref.status);
     EXPECT_LT(max_rel_diff(streamed[s].W.values, ref.W), tol) << "k = " << k;

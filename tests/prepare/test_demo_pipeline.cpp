@@ -40,7 +40,7 @@ double run_pipeline(const SimulationOptions& so, SolverKind solver, int replicat
   SolverOptions opts;
   opts.solver = solver;
   const int k = sim.n_programs_total;
-  const auto res = factorize<double>(ExecSpace(), X, cnmf_job_table({k}, replicates, 14), replicates, opts);
+  const auto res = factorize(ExecSpace(), X, cnmf_job_table({k}, replicates, 14), replicates, opts);
   const double t_fact = t.seconds();
   std::printf("[demo] seed %llu %s: simulate %.2f s, prepare %.2f s, factorize %d x k=%d %.2f s\n",
               (unsigned long long)so.seed, to_string(solver).c_str(), t_sim, t_prep, replicates, k,

@@ -61,9 +61,9 @@ class Knmf(CMakePackage, CudaPackage):
     depends_on("yaml-cpp")
     depends_on("cairo+png+ft+fc")  # PNG figures of consensus / k-selection (text via FreeType)
     depends_on("cli11", type="build")  # header-only, used by the driver
+    depends_on("nlohmann-json", type="build")  # header-only: --log-json, test goldens
 
     depends_on("googletest", type="test")
-    depends_on("nlohmann-json", type="test")
 
     def cmake_args(self):
         return [
