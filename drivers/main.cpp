@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cli.hpp"
+#include "knmf/core/runtime.hpp"
 #include "knmf/version.hpp"
 #if KNMF_HAVE_MPI
 #include <mpi.h>
@@ -16,6 +17,7 @@
 #endif
 
 int main(int argc, char** argv) {
+  knmf::ensure_blas_kernels(argc, argv);
   auto split = knmf::cli::split_kokkos_args(argc, argv);
 #if KNMF_HAVE_MPI
   MPI_Init(&argc, &argv);

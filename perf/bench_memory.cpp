@@ -8,6 +8,7 @@
 #include <string>
 
 #include "bench_common.hpp"
+#include "knmf/core/runtime.hpp"
 #include "knmf/solver/nmf.hpp"
 
 namespace {
@@ -40,6 +41,7 @@ int run(knmf::size_type n, knmf::size_type g, int R, int k, int iters, knmf::Sol
 }  // namespace
 
 int main(int argc, char** argv) {
+  knmf::ensure_blas_kernels(argc, argv);
   Kokkos::ScopeGuard guard(argc, argv);
   const long long n = argc > 1 ? std::atoll(argv[1]) : 200000;
   const long long g = argc > 2 ? std::atoll(argv[2]) : 2000;

@@ -13,6 +13,7 @@
 #include <memory>
 
 #include "bench_common.hpp"
+#include "knmf/core/runtime.hpp"
 #include "knmf/core/compat.hpp"
 #include "knmf/solver/nmf.hpp"
 
@@ -124,6 +125,7 @@ BENCHMARK_TEMPLATE(BM_Iteration, double, SolverKind::cd)->Apply(shapes);
 }  // namespace
 
 int main(int argc, char** argv) {
+  knmf::ensure_blas_kernels(argc, argv);
   Kokkos::ScopeGuard guard(argc, argv);
   benchmark::Initialize(&argc, argv);
   benchmark::AddCustomContext("knmf", knmf::bench::context_line());

@@ -2,12 +2,44 @@
 
 #include <Kokkos_Core.hpp>
 
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
 #include "knmf/version.hpp"
 
+extern "C" char* openblas_get_corename(void) __attribute__((weak));
+
 namespace knmf {
+
+std::string blas_core() {
+  if (openblas_get_corename) {
+    const char* c = openblas_get_corename();
+    if (c) return c;
+  }
+  return "unknown";
+}
+
+void ensure_blas_kernels(int /*argc*/, char** argv) {
+  if (!openblas_get_corename || std::getenv("OPENBLAS_CORETYPE") ||
+      std::getenv("KNMF_KEEP_BLAS_CORE"))
+    return;
+  const std::string core = blas_core();
+  if (strcasecmp(core.c_str(), "prescott") != 0) return;
+  const char* better = nullptr;
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512vl"))
+    better = "SkylakeX";
+  else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+    better = "Haswell";
+  if (!better) return;
+  setenv("OPENBLAS_CORETYPE", better, 1);
+  execv("/proc/self/exe", argv);  // only returns on failure: then carry on as we are
+}
 
 std::string version() { return KNMF_VERSION_STRING; }
 
@@ -74,6 +106,7 @@ std::string build_report() {
   for (const auto& b : enabled_backends()) os << ' ' << b;
   os << "\ndefault execution space: " << default_execution_space() << "\n";
   os << "MPI: " << (KNMF_HAVE_MPI ? "enabled" : "disabled") << "\n";
+  os << "host BLAS kernels: " << blas_core() << "\n";
   return os.str();
 }
 

@@ -1,9 +1,12 @@
 // GoogleTest main for MPI tests: MPI first, then Kokkos; Kokkos finalizes before MPI.
 #include <Kokkos_Core.hpp>
 #include <gtest/gtest.h>
+
+#include "knmf/core/runtime.hpp"
 #include <mpi.h>
 
 int main(int argc, char** argv) {
+  knmf::ensure_blas_kernels(argc, argv);
   MPI_Init(&argc, &argv);
   ::testing::InitGoogleTest(&argc, argv);
   int rank = 0;

@@ -22,4 +22,14 @@ int concurrency();
 /// Description of the device in use (GPU name or host CPU), valid after Kokkos::initialize.
 std::string device_description();
 
+/// OpenBLAS 0.3.21 (Debian 12) does not recognise recent Xeons (Sapphire Rapids) and falls
+/// back to its slowest x86-64 kernels ("Prescott"), which cuts GEMM speed several-fold. When
+/// OpenBLAS is linked, reports that core, OPENBLAS_CORETYPE is unset and the CPU has AVX-512
+/// or AVX2, this re-executes the program with OPENBLAS_CORETYPE set (SkylakeX or Haswell):
+/// OpenBLAS picks its kernels when it is loaded, before main. Call first thing in main; it
+/// returns normally when nothing needs to change. KNMF_KEEP_BLAS_CORE=1 disables it.
+void ensure_blas_kernels(int argc, char** argv);
+/// The BLAS kernel family in use (OpenBLAS' core name), or "unknown".
+std::string blas_core();
+
 }  // namespace knmf
