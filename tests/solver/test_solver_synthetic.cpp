@@ -133,6 +133,12 @@ TEST(Error, IdentityEqualsDirectFrobenius) {
   }
 }
 
+// A replicate's numbers do not depend on its batch: every per-slot reduction of knmf's own
+// kernels runs in a fixed order (bitwise equal; see test_solver_sparse for the all-knmf-kernel
+// path). With dense X the two products go to the host BLAS, whose GEMM kernels tile the
+// R*k rows into register blocks: a replicate's rows land at other tile positions in another
+// batch, and OpenBLAS' AVX-512 edge tiles sum in another order, so the last bits may differ.
+// Bound: 1e-12 relative (measured below 1e-13) and the same iteration counts.
 TEST(Batch, ReplicateIsIdenticalAloneOrInABatch) {
   auto X = synthetic_matrix<double>("synth");
   for (auto solver : {SolverKind::mu, SolverKind::cd}) {
@@ -145,15 +151,18 @@ TEST(Batch, ReplicateIsIdenticalAloneOrInABatch) {
     // 11 jobs through 8 slots: slots refill at different times and the batch shrinks.
     const auto batched = factorize(ExecSpace(), X, jobs, 8, o);
     std::set<int> iters;
+    double worst = 0;
     for (size_t i = 0; i < jobs.size(); ++i) {
       const auto alone = factorize(ExecSpace(), X, {jobs[i]}, 1, o);
       EXPECT_EQ(batched[i].n_iter, alone[0].n_iter);
-      EXPECT_EQ(batched[i].H, alone[0].H) << "job " << i;  // bitwise
-      EXPECT_EQ(batched[i].W, alone[0].W) << "job " << i;
-      EXPECT_EQ(batched[i].final_error, alone[0].final_error);
-      EXPECT_EQ(batched[i].error_at_init, alone[0].error_at_init);
+      worst = std::max({worst, max_rel_diff(batched[i].H, alone[0].H),
+                        max_rel_diff(batched[i].W, alone[0].W)});
+      EXPECT_LT(rel_diff(batched[i].final_error, alone[0].final_error), 1e-12);
+      EXPECT_LT(rel_diff(batched[i].error_at_init, alone[0].error_at_init), 1e-12);
       iters.insert(batched[i].n_iter);
     }
+    std::printf("dense %s: batched vs alone, worst factor rel diff %.3g\n", to_string(solver).c_str(), worst);
+    EXPECT_LT(worst, 1e-12);
     EXPECT_GT(iters.size(), 2u) << "the jobs should converge at different times";
   }
 }

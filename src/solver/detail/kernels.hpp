@@ -22,6 +22,7 @@
 #include "knmf/core/compat.hpp"
 #include "knmf/core/types.hpp"
 #include "knmf/solver/options.hpp"
+#include "host_kernels.hpp"
 
 namespace knmf::detail {
 
@@ -169,6 +170,33 @@ void cd_update(const ExecSpace& space, const Matrix<T>& F, const Matrix<T>& Num,
   const size_type m = F.extent(1);
   const size_type nch = num_chunks(m);
   if (m == 0) return;
+  if constexpr (exec_on_host) {
+    // per (chunk, slot): the host sweep (host_kernels.cpp), G + l2 I formed once per slot
+    std::vector<double> Gl(size_t(R) * k * k);
+    for (int r = 0; r < R; ++r)
+      for (int t = 0; t < k; ++t)
+        for (int s2 = 0; s2 < k; ++s2)
+          Gl[size_t((r * k + t) * k + s2)] = G(r, t, s2) + (s2 == t ? l2 : 0.0);
+    const size_type ld = size_type(F.stride(1));
+    T* f = F.data();
+    const T* num = Num.data();
+    const double* gl = Gl.data();
+    Kokkos::parallel_for(
+        "knmf::cd::update",
+        Kokkos::RangePolicy<ExecSpace, Kokkos::Schedule<Kokkos::Dynamic>>(space, 0, int(nch * R)),
+        [=](const int e) {
+          const int r = e % R;
+          const size_type c = e / R;
+          double v = 0.0;
+          if (active(r)) {
+            const size_type j0 = c * slot_chunk, j1 = (j0 + slot_chunk < m) ? j0 + slot_chunk : m;
+            v = host_cd_sweep(gl + size_t(r) * k * k, l1, k, f, num, ld, size_type(r) * k, j0, j1);
+          }
+          viol_partial(c * R + r) = v;
+        });
+    space.fence();  // Gl lives on this stack frame
+    return;
+  }
   TeamPolicy policy(space, int(nch * R), team_size_for(int(slot_chunk)));
   Kokkos::parallel_for(
       "knmf::cd::update", policy, KOKKOS_LAMBDA(const Member& team) {

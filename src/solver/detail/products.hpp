@@ -11,6 +11,7 @@
 #include "knmf/matrix/csr_matrix.hpp"
 #include "knmf/matrix/dense_matrix.hpp"
 #include "knmf/matrix/streamed_matrix.hpp"
+#include "host_kernels.hpp"
 #include "kernels.hpp"
 
 namespace knmf::detail {
@@ -47,36 +48,19 @@ void spmm_gather(const ExecSpace& space, const RowMap& row_map, size_type base,
   const size_type rows = out.extent(0);
   const size_type m = out.extent(1);
   if constexpr (exec_on_host) {
-    // Rows in register blocks of B: each block of an output column is accumulated in
-    // registers over the whole row of A, then stored once.
-    constexpr size_type B = 16;
+    // chunks of output columns, dynamically scheduled (rows of X vary in length); the inner
+    // loops are vectorized for the CPU at hand (host_kernels.cpp)
+    constexpr size_type chunk = 16;
+    const size_type nchunk = (m + chunk - 1) / chunk;
+    const size_type ld_in = size_type(in.stride(1)), ld_out = size_type(out.stride(1));
     Kokkos::parallel_for(
         "knmf::spmm_gather",
         Kokkos::RangePolicy<ExecSpace, Kokkos::Schedule<Kokkos::Dynamic>,
-                            Kokkos::IndexType<size_type>>(space, 0, m, Kokkos::ChunkSize(8)),
-        KOKKOS_LAMBDA(const size_type a) {
-          const size_type p0 = row_map(a) - base, p1 = row_map(a + 1) - base;
-          T* __restrict__ dst = &out(0, a);
-          size_type rb = 0;
-          for (; rb + B <= rows; rb += B) {
-            T acc[B];
-            if (accumulate) {
-              for (size_type r = 0; r < B; ++r) acc[r] = dst[rb + r];
-            } else {
-              for (size_type r = 0; r < B; ++r) acc[r] = T(0);
-            }
-            for (size_type p = p0; p < p1; ++p) {
-              const T x = values(p);
-              const T* __restrict__ src = &in(rb, entries(p));
-              for (size_type r = 0; r < B; ++r) acc[r] += x * src[r];
-            }
-            for (size_type r = 0; r < B; ++r) dst[rb + r] = acc[r];
-          }
-          for (; rb < rows; ++rb) {
-            T acc = accumulate ? dst[rb] : T(0);
-            for (size_type p = p0; p < p1; ++p) acc += values(p) * in(rb, entries(p));
-            dst[rb] = acc;
-          }
+                            Kokkos::IndexType<size_type>>(space, 0, nchunk),
+        [=](const size_type c) {
+          const size_type a0 = c * chunk, a1 = a0 + chunk < m ? a0 + chunk : m;
+          host_gather(row_map.data(), base, entries.data(), values.data(), a0, a1, in.data(),
+                      ld_in, out.data(), ld_out, rows, accumulate);
         });
   } else {
     Kokkos::parallel_for(

@@ -1,0 +1,33 @@
+#pragma once
+/// \file
+/// Host (OpenMP/Serial) inner loops of the sparse products, compiled once per x86-64 vector
+/// width and chosen at run time (GCC function multiversioning: AVX-512, AVX2, baseline), so a
+/// portable build still uses the CPU's vector units. No FMA contraction (ISO C++ mode), so
+/// every variant computes the same sums in the same order.
+
+#include <cstdint>
+
+namespace knmf::detail {
+
+/// For output columns a in [a0, a1): out[:, a] = [out[:, a] +] sum_p values[p] * in[:, entries[p]]
+/// over p in [row_map[a] - base, row_map[a + 1] - base); `rows` values per column, columns at
+/// strides ld_in / ld_out.
+void host_gather(const std::int64_t* row_map, std::int64_t base, const std::int32_t* entries,
+                 const double* values, std::int64_t a0, std::int64_t a1, const double* in,
+                 std::int64_t ld_in, double* out, std::int64_t ld_out, std::int64_t rows,
+                 bool accumulate);
+void host_gather(const std::int64_t* row_map, std::int64_t base, const std::int32_t* entries,
+                 const float* values, std::int64_t a0, std::int64_t a1, const float* in,
+                 std::int64_t ld_in, float* out, std::int64_t ld_out, std::int64_t rows,
+                 bool accumulate);
+
+/// One coordinate-descent sweep (scikit-learn's _update_cdnmf_fast, permutation 0..k-1) over
+/// columns [j0, j1) of one slot: F and Num hold the slot's k values of column i at
+/// F + i * ld + row0; Gl is the slot's k x k Gram with l2 already on its diagonal (row-major).
+/// Returns the sum of |projected gradient| over the columns, in column order.
+double host_cd_sweep(const double* Gl, double l1, int k, double* F, const double* Num,
+                     std::int64_t ld, std::int64_t row0, std::int64_t j0, std::int64_t j1);
+double host_cd_sweep(const double* Gl, double l1, int k, float* F, const float* Num,
+                     std::int64_t ld, std::int64_t row0, std::int64_t j0, std::int64_t j1);
+
+}  // namespace knmf::detail
