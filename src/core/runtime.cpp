@@ -12,6 +12,8 @@
 #include "knmf/version.hpp"
 
 extern "C" char* openblas_get_corename(void) __attribute__((weak));
+extern "C" void gotoblas_dynamic_init(void) __attribute__((weak));
+extern "C" void gotoblas_dynamic_quit(void) __attribute__((weak));
 
 namespace knmf {
 
@@ -23,7 +25,7 @@ std::string blas_core() {
   return "unknown";
 }
 
-void ensure_blas_kernels(int /*argc*/, char** argv) {
+void ensure_blas_kernels(int /*argc*/, char** /*argv*/) {
   if (!openblas_get_corename || std::getenv("OPENBLAS_CORETYPE") ||
       std::getenv("KNMF_KEEP_BLAS_CORE"))
     return;
@@ -36,9 +38,12 @@ void ensure_blas_kernels(int /*argc*/, char** argv) {
     better = "SkylakeX";
   else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
     better = "Haswell";
-  if (!better) return;
+  if (!better || !gotoblas_dynamic_quit || !gotoblas_dynamic_init) return;
+  // OpenBLAS' dynamic-architecture build picks its kernel table when loaded; pick again
+  // (nothing has called BLAS yet). The variable also reaches child processes.
   setenv("OPENBLAS_CORETYPE", better, 1);
-  execv("/proc/self/exe", argv);  // only returns on failure: then carry on as we are
+  gotoblas_dynamic_quit();
+  gotoblas_dynamic_init();
 }
 
 std::string version() { return KNMF_VERSION_STRING; }

@@ -24,10 +24,9 @@ std::string device_description();
 
 /// OpenBLAS 0.3.21 (Debian 12) does not recognise recent Xeons (Sapphire Rapids) and falls
 /// back to its slowest x86-64 kernels ("Prescott"), which cuts GEMM speed several-fold. When
-/// OpenBLAS is linked, reports that core, OPENBLAS_CORETYPE is unset and the CPU has AVX-512
-/// or AVX2, this re-executes the program with OPENBLAS_CORETYPE set (SkylakeX or Haswell):
-/// OpenBLAS picks its kernels when it is loaded, before main. Call first thing in main; it
-/// returns normally when nothing needs to change. KNMF_KEEP_BLAS_CORE=1 disables it.
+/// OpenBLAS (a dynamic-architecture build) is linked and reports that core, OPENBLAS_CORETYPE
+/// is unset and the CPU has AVX-512 or AVX2, this re-selects OpenBLAS' kernels as SkylakeX or
+/// Haswell. Call first thing in main, before any BLAS call. KNMF_KEEP_BLAS_CORE=1 disables it.
 void ensure_blas_kernels(int argc, char** argv);
 /// The BLAS kernel family in use (OpenBLAS' core name), or "unknown".
 std::string blas_core();
