@@ -17,11 +17,12 @@ std::unique_ptr<Command> make_demo_command(CLI::App& app);
 std::unique_ptr<Command> make_simulate_command(CLI::App& app);
 std::unique_ptr<Command> make_consensus_command(CLI::App& app);
 std::unique_ptr<Command> make_k_selection_command(CLI::App& app);
+std::unique_ptr<Command> make_compare_command(CLI::App& app);
 
 // Each subcommand, in the order `knmf --help` lists them.
 std::vector<CommandFactory> command_factories() {
   return {make_factorize_command, make_consensus_command, make_k_selection_command,
-          make_simulate_command, make_demo_command};
+          make_compare_command, make_simulate_command, make_demo_command};
 }
 
 namespace {

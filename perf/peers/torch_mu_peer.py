@@ -3,7 +3,7 @@
 
 R replicates of one k run together against one shared dense X (moved to the device once):
 W is [R, n, k], H is [R, k, g], and every product is one batched call
-(torch.bmm / torch.matmul; X H^T for all replicates is a single (R k) x g x n GEMM).
+(torch.bmm / torch.matmul; X H^T and W^T X for all replicates are single (R k)-row GEMMs).
 Per iteration, scikit-learn's order: W from the old H, then H from the new W:
 
     W <- W * (X H^T) / guard(W (H H^T))        H <- H * (W^T X) / guard((W^T W) H)
@@ -85,6 +85,15 @@ class BatchedMU:
             return den.add_(self.eps)
         return den.masked_fill_(den == 0, EPS_FLOAT32)
 
+    def _wtx(self, Wt):
+        """W^T X for all replicates as ONE (R k) x n x g GEMM, laid out [R, k, g].
+
+        torch.matmul on the transposed [R, k, n] view does not fold the batch (it runs R
+        thin GEMMs, ~2.5x slower here); the explicit reshape copies only R k n values.
+        """
+        R, k, n = Wt.shape
+        return self.torch.mm(Wt.reshape(R * k, n), self.X).view(R, k, -1)
+
     def step(self, W, H, want_error=False):
         """One iteration in place; on error iterations also returns the [R] float64 errors."""
         torch = self.torch
@@ -93,7 +102,7 @@ class BatchedMU:
         W.mul_(XHt.div_(self._guard(torch.bmm(W, HHt))))
         del XHt
         Wt = W.transpose(1, 2)
-        WtX = torch.matmul(Wt, self.X)
+        WtX = self._wtx(Wt)
         WtW = torch.bmm(Wt, W)
         den = self._guard(torch.bmm(WtW, H))
         if want_error:
@@ -108,7 +117,7 @@ class BatchedMU:
     def error(self, W, H):
         """||X - W H||_F per replicate (float64 [R]) by the identity."""
         torch = self.torch
-        WtX = torch.matmul(W.transpose(1, 2), self.X)
+        WtX = self._wtx(W.transpose(1, 2))
         WtW = torch.bmm(W.transpose(1, 2), W)
         HHt = torch.bmm(H, H.transpose(1, 2))
         cross = torch.sum(WtX * H, dim=(1, 2), dtype=torch.float64)

@@ -1,0 +1,74 @@
+// `knmf compare A B`: do two runs of the same job table (CPU and GPU, knmf and cNMF) agree?
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <string>
+
+#include "command.hpp"
+#include "knmf/core/error.hpp"
+#include "knmf/run/compare.hpp"
+
+namespace knmf::cli {
+
+namespace {
+
+class CompareCommand : public Command {
+public:
+  explicit CompareCommand(CLI::App& app) {
+    auto* sub = app.add_subcommand(
+        "compare",
+        "Compare two runs of the same job table job by job (knmf results files or cNMF run "
+        "folders OUTPUT_DIR/NAME, any mix): programs matched by cosine similarity (Hungarian), "
+        "max/median relative difference of matched spectra, min cosine, iteration and final-error "
+        "differences per k and overall. Exit status 0: every job within the thresholds; 3: some "
+        "job outside them; 1: unusable input. See docs/compare.md");
+    sub->add_option("A", o_.a, "knmf results file (.h5) or cNMF run folder OUTPUT_DIR/NAME")
+        ->required();
+    sub->add_option("B", o_.b, "knmf results file (.h5) or cNMF run folder OUTPUT_DIR/NAME")
+        ->required();
+    sub->add_option("--a-name", o_.a_name, "cNMF run name of A (default: A's folder name)");
+    sub->add_option("--b-name", o_.b_name, "cNMF run name of B (default: B's folder name)");
+    sub->add_option("--rtol", o_.rtol,
+                    "a job fails when a matched program pair differs by more than this: "
+                    "max|a-b| / max(max|a|, max|b|) over the pair's genes")
+        ->capture_default_str();
+    sub->add_option("--min-cos", o_.min_cos,
+                    "a job fails when a matched pair's cosine similarity is below this")
+        ->capture_default_str();
+    sub->add_option("--json", json_, "also write the report as JSON to FILE ('-': stdout, and the "
+                                     "table goes to stderr)");
+  }
+
+  int run() override {
+    const CompareReport report = compare_runs(o_);
+    const std::string table = format_compare_report(report);
+    if (json_ == "-") {
+      std::cerr << table;
+      std::cout << compare_report_json(report);
+    } else {
+      std::cout << table;
+      if (!json_.empty()) {
+        std::ofstream out(json_);
+        out << compare_report_json(report);
+        out.close();
+        if (!out) input_error("--json ", json_, ": cannot write the file");
+        std::cout << "  JSON report: " << json_ << "\n";
+      }
+    }
+    std::cout.flush();
+    return report.passed() ? 0 : compare_failed_exit_code;
+  }
+
+private:
+  CompareOptions o_;
+  std::string json_;
+};
+
+}  // namespace
+
+std::unique_ptr<Command> make_compare_command(CLI::App& app) {
+  return std::make_unique<CompareCommand>(app);
+}
+
+}  // namespace knmf::cli
