@@ -1,8 +1,10 @@
 // `knmf consensus`: cNMF's consensus step (density filter, k-means, median spectra, usage
 // refit, TPM spectra and gene scores) on a cNMF run folder or a knmf results file.
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "command.hpp"
@@ -19,13 +21,16 @@ namespace knmf::cli {
 namespace {
 
 /// The options cNMF's consensus and k_selection_plot share, bound to `sub`.
-void add_consensus_options(CLI::App* sub, std::string& output_dir, std::string& name,
-                           std::vector<int>& ks, consensus::ConsensusOptions& o,
-                           std::string& results, std::string& counts) {
-  sub->add_option("--output-dir", output_dir,
-                  "cNMF run folder parent: files are read from and written to OUTPUT_DIR/NAME/")
-      ->capture_default_str();
-  sub->add_option("--name", name, "run name (cNMF's --name)")->capture_default_str();
+/// Returns the --output-dir and --name options (native mode asks whether they were given).
+std::pair<CLI::Option*, CLI::Option*> add_consensus_options(
+    CLI::App* sub, std::string& output_dir, std::string& name, std::vector<int>& ks,
+    consensus::ConsensusOptions& o, std::string& results, std::string& counts, bool& read_only) {
+  auto* dir_opt = sub->add_option("--output-dir", output_dir,
+                                  "cNMF run folder parent: files are read from and written to "
+                                  "OUTPUT_DIR/NAME/ (native mode: optional, cNMF's files are "
+                                  "written there too when given)")
+                      ->capture_default_str();
+  auto* name_opt = sub->add_option("--name", name, "run name (cNMF's --name)")->capture_default_str();
   sub->add_option("-k,--components", ks,
                   "k values (default: every k of the job table or results file)");
   sub->add_option("--local-density-threshold", o.local_density_threshold,
@@ -40,6 +45,22 @@ void add_consensus_options(CLI::App* sub, std::string& output_dir, std::string& 
   sub->add_option("--counts", counts,
                   "native mode: X (.h5ad) the replicates were computed on (default: the input "
                   "recorded in the results file)");
+  sub->add_flag("--read-only-results", read_only,
+                "native mode: leave the results file unchanged (the outputs go only to "
+                "--output-dir/--name)");
+  return {dir_opt, name_opt};
+}
+
+/// Native mode: cNMF's files go to OUTPUT_DIR/NAME only when either option was given.
+bool cnmf_folder_given(const std::pair<CLI::Option*, CLI::Option*>& opts) {
+  return opts.first->count() > 0 || opts.second->count() > 0;
+}
+
+/// Native mode without an output folder: figures go beside the results file,
+/// `<folder>/<stem>.<what>` (results.h5 -> results.k_selection.png).
+std::string beside_results(const std::string& results, const std::string& what) {
+  const std::filesystem::path p(results);
+  return (p.parent_path() / (p.stem().string() + "." + what)).string();
 }
 
 class ConsensusCommand : public Command {
@@ -49,8 +70,11 @@ public:
         "consensus",
         "cNMF's consensus: combine the replicate spectra of each k, filter outliers by local "
         "density, cluster (k-means), take per-cluster medians, refit the usages and, with "
-        "tpm.h5ad, compute TPM spectra and gene scores; writes cNMF's consensus files");
-    add_consensus_options(sub, output_dir_, name_, ks_, opts_, native_.results, native_.counts);
+        "tpm.h5ad, compute TPM spectra and gene scores; writes cNMF's consensus files (native "
+        "mode, --results: into the results file, and cNMF's files when --output-dir/--name are "
+        "given)");
+    folder_opts_ = add_consensus_options(sub, output_dir_, name_, ks_, opts_, native_.results,
+                                         native_.counts, read_only_);
     sub->add_flag("--show-clustering", show_clustering_,
                   "also draw NAME.clustering.k_K.dt_T.png (distance heatmap, density histogram)");
     sub->add_option("--tpm", native_.tpm,
@@ -62,16 +86,18 @@ public:
 
   int run() override {
     const bool native = !native_.results.empty();
+    const bool folder = !native || cnmf_folder_given(folder_opts_);
     std::vector<consensus::CnmfConsensusOutcome> out;
     if (native) {
-      native_.output_dir = output_dir_;
+      native_.output_dir = folder ? output_dir_ : std::string();
       native_.name = name_;
+      native_.update_results = !read_only_;
       native_.components = ks_;
       native_.options = opts_;
       out = consensus::run_native_consensus(ExecSpace(), native_);
     } else {
-      if (!native_.counts.empty() || !native_.tpm.empty() || !native_.tpm_stats.empty())
-        input_error("--counts, --tpm and --tpm-stats belong to native mode (--results)");
+      if (!native_.counts.empty() || !native_.tpm.empty() || !native_.tpm_stats.empty() || read_only_)
+        input_error("--counts, --tpm, --tpm-stats and --read-only-results belong to native mode (--results)");
       consensus::CnmfConsensusRequest req;
       req.output_dir = output_dir_;
       req.name = name_;
@@ -90,7 +116,10 @@ public:
                   r.prediction_error, r.refit.n_iter, to_string(r.refit.status).c_str(),
                   r.have_tpm ? ", TPM spectra and gene scores" : "");
       if (show_clustering_) {
-        const std::string png = paths.clustering_plot(o.k, dt);
+        const std::string png =
+            folder ? paths.clustering_plot(o.k, dt)
+                   : beside_results(native_.results, "clustering.k_" + std::to_string(o.k) + ".dt_" +
+                                                         io::density_threshold_string(dt) + ".png");
         draw_clustering(o, png);
         o.files.push_back(png);
       }
@@ -124,7 +153,8 @@ private:
   std::vector<int> ks_;
   consensus::ConsensusOptions opts_;
   consensus::NativeRequest native_;
-  bool show_clustering_ = false;
+  bool show_clustering_ = false, read_only_ = false;
+  std::pair<CLI::Option*, CLI::Option*> folder_opts_{};
 };
 
 }  // namespace

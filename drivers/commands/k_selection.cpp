@@ -1,8 +1,10 @@
 // `knmf k-selection`: cNMF's k_selection_plot (stability and prediction error per k, and
 // the plot) on a cNMF run folder or a knmf results file.
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "command.hpp"
@@ -17,13 +19,16 @@ namespace knmf::cli {
 namespace {
 
 /// The options cNMF's k_selection_plot shares with consensus, bound to `sub`.
-void add_consensus_options(CLI::App* sub, std::string& output_dir, std::string& name,
-                           std::vector<int>& ks, consensus::ConsensusOptions& o,
-                           std::string& results, std::string& counts) {
-  sub->add_option("--output-dir", output_dir,
-                  "cNMF run folder parent: files are read from and written to OUTPUT_DIR/NAME/")
-      ->capture_default_str();
-  sub->add_option("--name", name, "run name (cNMF's --name)")->capture_default_str();
+/// Returns the --output-dir and --name options (native mode asks whether they were given).
+std::pair<CLI::Option*, CLI::Option*> add_consensus_options(
+    CLI::App* sub, std::string& output_dir, std::string& name, std::vector<int>& ks,
+    consensus::ConsensusOptions& o, std::string& results, std::string& counts, bool& read_only) {
+  auto* dir_opt = sub->add_option("--output-dir", output_dir,
+                                  "cNMF run folder parent: files are read from and written to "
+                                  "OUTPUT_DIR/NAME/ (native mode: optional, cNMF's files are "
+                                  "written there too when given)")
+                      ->capture_default_str();
+  auto* name_opt = sub->add_option("--name", name, "run name (cNMF's --name)")->capture_default_str();
   sub->add_option("-k,--components", ks,
                   "k values (default: every k of the job table or results file)");
   sub->add_option("--local-density-threshold", o.local_density_threshold,
@@ -39,6 +44,22 @@ void add_consensus_options(CLI::App* sub, std::string& output_dir, std::string& 
   sub->add_option("--counts", counts,
                   "native mode: X (.h5ad) the replicates were computed on (default: the input "
                   "recorded in the results file)");
+  sub->add_flag("--read-only-results", read_only,
+                "native mode: leave the results file unchanged (the outputs go only to "
+                "--output-dir/--name)");
+  return {dir_opt, name_opt};
+}
+
+/// Native mode: cNMF's files go to OUTPUT_DIR/NAME only when either option was given.
+bool cnmf_folder_given(const std::pair<CLI::Option*, CLI::Option*>& opts) {
+  return opts.first->count() > 0 || opts.second->count() > 0;
+}
+
+/// Native mode without an output folder: figures go beside the results file,
+/// `<folder>/<stem>.<what>` (results.h5 -> results.k_selection.png).
+std::string beside_results(const std::string& results, const std::string& what) {
+  const std::filesystem::path p(results);
+  return (p.parent_path() / (p.stem().string() + "." + what)).string();
 }
 
 class KSelectionCommand : public Command {
@@ -48,24 +69,36 @@ public:
         "k-selection",
         "cNMF's k_selection_plot: stability (silhouette of the k-means clustering of all "
         "replicate spectra) and prediction error ||X - WH||^2 of the consensus for each k; "
-        "writes NAME.k_selection_stats.df.npz and the plot NAME.k_selection.png");
-    add_consensus_options(sub, output_dir_, name_, ks_, opts_, results_, counts_);
-    sub->add_option("--plot", plot_, "where to write the PNG (default: OUTPUT_DIR/NAME/NAME.k_selection.png)");
+        "writes NAME.k_selection_stats.df.npz and the plot NAME.k_selection.png (native mode, "
+        "--results: the table goes into the results file's /k_selection)");
+    folder_opts_ = add_consensus_options(sub, output_dir_, name_, ks_, opts_, results_, counts_, read_only_);
+    sub->add_option("--plot", plot_,
+                    "where to write the PNG (default: OUTPUT_DIR/NAME/NAME.k_selection.png; native "
+                    "mode without --output-dir/--name: RESULTS_STEM.k_selection.png beside the "
+                    "results file)");
   }
 
   int run() override {
     std::vector<consensus::KSelectionRow> rows;
-    if (!results_.empty()) {
+    const bool native = !results_.empty();
+    const bool folder = !native || cnmf_folder_given(folder_opts_);
+    const io::CnmfPaths paths(output_dir_, name_);
+    const std::string png = !plot_.empty() ? plot_
+                            : folder       ? paths.k_selection_plot()
+                                           : beside_results(results_, "k_selection.png");
+    if (native) {
       consensus::NativeRequest req;
       req.results = results_;
       req.counts = counts_;
-      req.output_dir = output_dir_;
+      req.output_dir = folder ? output_dir_ : std::string();
       req.name = name_;
+      req.update_results = !read_only_;
       req.components = ks_;
       req.options = opts_;
       rows = consensus::run_native_k_selection(ExecSpace(), req);
     } else {
-      if (!counts_.empty()) input_error("--counts belongs to native mode (--results)");
+      if (!counts_.empty() || read_only_)
+        input_error("--counts and --read-only-results belong to native mode (--results)");
       consensus::CnmfKSelectionRequest req;
       req.output_dir = output_dir_;
       req.name = name_;
@@ -73,14 +106,14 @@ public:
       req.options = opts_;
       rows = consensus::run_cnmf_k_selection(ExecSpace(), req);
     }
-    const io::CnmfPaths paths(output_dir_, name_);
-    const std::string png = plot_.empty() ? paths.k_selection_plot() : plot_;
     consensus::write_k_selection_plot(png, rows);
     std::printf("knmf k-selection (%s):\n   k  silhouette          prediction_error\n",
-                results_.empty() ? "cNMF run folder" : "knmf results file");
+                native ? "knmf results file" : "cNMF run folder");
     for (const auto& r : rows)
       std::printf("%4d  %-18.12g  %.12g\n", r.k, r.silhouette, r.prediction_error);
-    std::printf("  %s\n  %s\n", paths.k_selection_stats().c_str(), png.c_str());
+    if (native && !read_only_) std::printf("  %s:/k_selection\n", results_.c_str());
+    if (folder) std::printf("  %s\n", paths.k_selection_stats().c_str());
+    std::printf("  %s\n", png.c_str());
     return 0;
   }
 
@@ -88,6 +121,8 @@ private:
   std::string output_dir_ = ".", name_ = "cNMF", results_, counts_, plot_;
   std::vector<int> ks_;
   consensus::ConsensusOptions opts_;
+  bool read_only_ = false;
+  std::pair<CLI::Option*, CLI::Option*> folder_opts_{};
 };
 
 }  // namespace

@@ -190,6 +190,12 @@ TpmFiles open_tpm(const std::string& tpm_path, const std::string& stats_path,
   return tf;
 }
 
+/// Record the output dtypes and TPM genes of an outcome.
+void set_output_types(CnmfConsensusOutcome& o, const TpmFiles& tf) {
+  o.float32 = o.result.have_tpm && tf.source && tf.input.float32;
+  if (o.result.have_tpm) o.tpm_genes = tf.genes;
+}
+
 /// Write every outcome's files (cNMF's names, labels and dtypes) into the run folder.
 void write_outcomes(const io::CnmfPaths& paths, double dt, const std::vector<std::string>& cell_names,
                     const std::vector<std::string>& gene_names, const TpmFiles& tf,
@@ -197,8 +203,8 @@ void write_outcomes(const io::CnmfPaths& paths, double dt, const std::vector<std
   ensure_dirs(paths);
   const auto cells = to_labels(cell_names);
   const auto genes = to_labels(gene_names);
-  const bool f32 = tf.source && tf.input.float32;
   for (auto& o : outcomes) {
+    const bool f32 = o.float32;
     const int k = o.k;
     const auto& r = o.result;
     auto put = [&](const std::string& npz, const std::string& txt, const io::DataFrame& df) {
@@ -222,7 +228,7 @@ void write_outcomes(const io::CnmfPaths& paths, double dt, const std::vector<std
     put(paths.consensus_spectra(k, dt), paths.consensus_spectra_txt(k, dt),
         frame(r.spectra, int_labels(1, k), genes));
     put(paths.consensus_usages(k, dt), paths.consensus_usages_txt(k, dt),
-        frame(r.usages(), cells, int_labels(1, k), r.have_tpm && f32));
+        frame(r.usages(), cells, int_labels(1, k), f32));
     if (r.have_tpm) {
       const auto tg = to_labels(tf.genes);
       put(paths.gene_spectra_score(k, dt), paths.gene_spectra_score_txt(k, dt),
@@ -350,6 +356,7 @@ std::vector<CnmfConsensusOutcome> run_cnmf_consensus(const ExecSpace& space,
     o.result = run_consensus(space, merged[i].values, ks[i], *in.X, tf.source ? &tf.input : nullptr,
                              in.solver, req.options);
     o.merged = std::move(merged[i]);
+    set_output_types(o, tf);
     outcomes.push_back(std::move(o));
   }
   write_outcomes(paths, req.options.local_density_threshold, in.X->row_names(), in.genes, tf, outcomes);
@@ -425,10 +432,22 @@ namespace {
 struct NativeInputs {
   std::vector<int> ks;
   SolverOptions solver;
+  std::string counts;
   std::unique_ptr<H5adRowSource> X;
   std::vector<std::string> genes;
   std::vector<MergedSpectra> merged;
 };
+
+/// Where the outputs go, checked before any work: the results file must be updatable, an
+/// output folder (for cNMF's files) is optional.
+void check_native_outputs(const NativeRequest& req) {
+  if (!req.update_results && req.output_dir.empty())
+    input_error(req.results, ": nothing to write: the results file is left unchanged and no "
+                "--output-dir/--name was given for cNMF's files");
+  if (!req.output_dir.empty() && req.name.empty())
+    input_error("--name is empty: cNMF's files need a run name");
+  if (req.update_results) io::check_results_updatable(req.results);
+}
 
 NativeInputs read_native(const NativeRequest& req) {
   NativeInputs in;
@@ -441,27 +460,77 @@ NativeInputs read_native(const NativeRequest& req) {
     input_error(req.results, ": beta_loss '", info.beta_loss, "' is not supported (frobenius only)");
   in.solver = info.solver;
   in.solver.return_W = false;
-  const std::string counts = req.counts.empty() ? info.input : req.counts;
-  if (counts.empty()) input_error(req.results, ": no input recorded; give --counts");
-  in.X = std::make_unique<H5adRowSource>(counts);
+  in.counts = req.counts.empty() ? info.input : req.counts;
+  if (in.counts.empty()) input_error(req.results, ": no input recorded; give --counts");
+  in.X = std::make_unique<H5adRowSource>(in.counts);
   in.genes = in.X->column_names();
   if (in.X->rows() != info.n_cells)
-    input_error(counts, ": ", in.X->rows(), " cells but ", req.results, " was computed on ",
+    input_error(in.counts, ": ", in.X->rows(), " cells but ", req.results, " was computed on ",
                 info.n_cells);
   for (int k : in.ks) {
     in.merged.push_back(load_results_spectra(req.results, k));
-    check_genes(in.merged.back(), in.genes, counts);
+    check_genes(in.merged.back(), in.genes, in.counts);
   }
   return in;
 }
 
+io::ConsensusSettings native_settings(const NativeRequest& req, const NativeInputs& in) {
+  io::ConsensusSettings s;
+  s.local_density_threshold = req.options.local_density_threshold;
+  s.local_neighborhood_size = req.options.local_neighborhood_size;
+  s.kmeans_n_init = req.options.kmeans.n_init;
+  s.kmeans_seed = req.options.kmeans.seed;
+  s.kmeans_max_iter = req.options.kmeans.max_iter;
+  s.kmeans_tol = req.options.kmeans.tol;
+  s.refit = in.solver;
+  s.counts = in.counts;
+  s.tpm = req.tpm;
+  return s;
+}
+
 }  // namespace
+
+io::ConsensusRecord consensus_record(const CnmfConsensusOutcome& o, const io::ConsensusSettings& settings) {
+  const ConsensusResult& r = o.result;
+  const SpectraClustering& c = r.clustering;
+  io::ConsensusRecord rec;
+  rec.k = o.k;
+  rec.settings = settings;
+  rec.n_neighbors = c.n_neighbors;
+  rec.silhouette = c.silhouette;
+  rec.prediction_error = r.prediction_error;
+  rec.refit_n_iter = r.refit.n_iter;
+  rec.refit_status = io::to_state(r.refit.status);
+  rec.replicate_rows.assign(c.nonzero_rows.begin(), c.nonzero_rows.end());
+  rec.local_density = c.local_density;
+  // program (1..k) of each clustered row: k-means cluster order[p] is program p + 1
+  std::vector<std::int32_t> program_of(size_t(o.k), 0);
+  for (size_t p = 0; p < r.order.size(); ++p) program_of[size_t(r.order[p])] = std::int32_t(p + 1);
+  std::unordered_map<size_type, std::int32_t> cluster_of;
+  for (size_t i = 0; i < c.used_rows.size(); ++i) cluster_of[c.used_rows[i]] = program_of[size_t(c.labels[i])];
+  rec.cluster.reserve(c.nonzero_rows.size());
+  for (size_type row : c.nonzero_rows) {
+    const auto it = cluster_of.find(row);
+    rec.cluster.push_back(it == cluster_of.end() ? 0 : it->second);
+  }
+  rec.spectra = r.spectra.values;
+  rec.usages = r.usages().values;
+  rec.has_tpm = r.have_tpm;
+  rec.float32 = o.float32;
+  if (r.have_tpm) {
+    rec.tpm_genes = o.tpm_genes;
+    rec.spectra_tpm = r.spectra_tpm.values;
+    rec.spectra_score = r.spectra_score.values;
+    rec.starcat = r.starcat.values;
+  }
+  return rec;
+}
 
 std::vector<CnmfConsensusOutcome> run_native_consensus(const ExecSpace& space,
                                                        const NativeRequest& req) {
   req.options.validate();
+  check_native_outputs(req);
   NativeInputs in = read_native(req);
-  const io::CnmfPaths paths(req.output_dir, req.name);
   TpmFiles tf = open_tpm(req.tpm, req.tpm_stats, "", in.genes, *in.X);
   if (!req.tpm.empty() && !tf.source) input_error("--tpm ", req.tpm, ": no such file");
   std::vector<CnmfConsensusOutcome> outcomes;
@@ -471,21 +540,49 @@ std::vector<CnmfConsensusOutcome> run_native_consensus(const ExecSpace& space,
     o.result = run_consensus(space, in.merged[i].values, in.ks[i], *in.X,
                              tf.source ? &tf.input : nullptr, in.solver, req.options);
     o.merged = std::move(in.merged[i]);
+    set_output_types(o, tf);
     outcomes.push_back(std::move(o));
   }
-  write_outcomes(paths, req.options.local_density_threshold, in.X->row_names(), in.genes, tf, outcomes);
+  if (req.update_results) {
+    io::ResultsAdditions add;
+    const auto settings = native_settings(req, in);
+    for (const auto& o : outcomes) add.consensus.push_back(consensus_record(o, settings));
+    add.cells = in.X->row_names();
+    io::update_results_file(req.results, add);
+    for (auto& o : outcomes) o.files.push_back(req.results + ":" + io::consensus_group(o.k, req.options.local_density_threshold));
+  }
+  if (!req.output_dir.empty())
+    write_outcomes(io::CnmfPaths(req.output_dir, req.name), req.options.local_density_threshold,
+                   in.X->row_names(), in.genes, tf, outcomes);
   return outcomes;
 }
 
 std::vector<KSelectionRow> run_native_k_selection(const ExecSpace& space, const NativeRequest& req) {
   req.options.validate();
+  check_native_outputs(req);
   NativeInputs in = read_native(req);
   std::vector<HostRows> stacks;
   for (auto& m : in.merged) stacks.push_back(std::move(m.values));
   auto rows = k_selection(space, stacks, in.ks, *in.X, in.solver, req.options);
-  const io::CnmfPaths paths(req.output_dir, req.name);
-  ensure_dirs(paths);
-  io::write_df_npz(paths.k_selection_stats(), k_selection_frame(rows));
+  if (req.update_results) {
+    io::ResultsAdditions add;
+    io::KSelectionTable t;
+    t.settings = native_settings(req, in);
+    t.settings.tpm.clear();
+    for (const auto& r : rows) {
+      t.k.push_back(r.k);
+      t.local_density_threshold.push_back(r.local_density_threshold);
+      t.silhouette.push_back(r.silhouette);
+      t.prediction_error.push_back(r.prediction_error);
+    }
+    add.k_selection = std::move(t);
+    io::update_results_file(req.results, add);
+  }
+  if (!req.output_dir.empty()) {
+    const io::CnmfPaths paths(req.output_dir, req.name);
+    ensure_dirs(paths);
+    io::write_df_npz(paths.k_selection_stats(), k_selection_frame(rows));
+  }
   return rows;
 }
 

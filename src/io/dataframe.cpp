@@ -235,6 +235,10 @@ std::string label_to_string(const Label& label) {
   return std::get<std::string>(label);
 }
 
+bool DataFrame::is_float32() const {
+  return data_descr == "<f4" || data_descr == ">f4" || data_descr == "=f4" || data_descr == "f4";
+}
+
 std::int64_t DataFrame::find_column(const std::string& name) const {
   for (std::size_t c = 0; c < columns.size(); ++c) {
     const auto* s = std::get_if<std::string>(&columns[c]);
@@ -289,7 +293,7 @@ void write_df_npz(const std::string& path, const DataFrame& df) {
   NpyArray data;
   const char code = type_code(df.data_descr);
   if (code == 'f') {
-    data = NpyArray::from_doubles(shape, df.data);
+    data = df.is_float32() ? NpyArray::from_float32(shape, df.data) : NpyArray::from_doubles(shape, df.data);
   } else if (code == 'i' || code == 'u' || code == 'b') {
     std::vector<std::int64_t> v(df.data.size());
     for (std::size_t k = 0; k < v.size(); ++k) {
@@ -321,7 +325,7 @@ void write_df_npz(const std::string& path, const DataFrame& df) {
 void write_df_txt(const std::string& path, const DataFrame& df) {
   check_shape(df, path);
   const char code = type_code(df.data_descr);
-  const bool f32 = df.data_descr == "<f4" || df.data_descr == ">f4" || df.data_descr == "=f4";
+  const bool f32 = df.is_float32();
   auto value = [&](std::int64_t r, std::int64_t c) -> std::string {
     if (df.is_object()) {
       const Cell& cell = df.cell(r, c);

@@ -338,6 +338,12 @@ NpyArray NpyArray::from_doubles(std::vector<std::int64_t> shape, std::vector<dou
   return a;
 }
 
+NpyArray NpyArray::from_float32(std::vector<std::int64_t> shape, std::vector<double> values) {
+  NpyArray a = make("<f4", NpyKind::Float, std::move(shape));
+  a.doubles = std::move(values);
+  return a;
+}
+
 NpyArray NpyArray::from_int64(std::vector<std::int64_t> shape, std::vector<std::int64_t> values) {
   NpyArray a = make("<i8", NpyKind::Int, std::move(shape));
   a.ints = std::move(values);
@@ -493,7 +499,7 @@ std::string format_npy(const NpyArray& a, const std::string& what) {
   std::vector<std::vector<char32_t>> code_points;
   switch (a.kind) {
     case NpyKind::Float:
-      descr = "<f8";
+      descr = a.descr == "<f4" ? "<f4" : "<f8";
       if (a.doubles.size() != n) input_error(what, ": shape ", shape_repr(a.shape), " needs ", n, " values, got ", a.doubles.size());
       break;
     case NpyKind::Int:
@@ -543,6 +549,16 @@ std::string format_npy(const NpyArray& a, const std::string& what) {
 
   switch (a.kind) {
     case NpyKind::Float: {
+      if (descr == "<f4") {
+        out.reserve(out.size() + 4 * a.doubles.size());
+        for (double v : a.doubles) {
+          const float f = static_cast<float>(v);
+          std::uint32_t bits;
+          std::memcpy(&bits, &f, 4);
+          put_uint(out, bits, 4);
+        }
+        break;
+      }
       out.reserve(out.size() + 8 * a.doubles.size());
       for (double v : a.doubles) {
         std::uint64_t bits;

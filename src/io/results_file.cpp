@@ -29,6 +29,7 @@
 #include "knmf/core/error.hpp"
 #include "knmf/core/runtime.hpp"
 #include "knmf/io/detail/hdf5.hpp"
+#include "results_internal.hpp"
 
 namespace knmf::io {
 
@@ -54,9 +55,8 @@ std::string to_string(ReplicateState s) {
   return "?";
 }
 
-namespace {
+namespace detail::results {
 
-constexpr const char* kFormat = "knmf-results";
 constexpr hsize_t kSessionSlots = 256;
 constexpr std::size_t kSessionBytes = 512;
 /// Upper bound on one chunk (HDF5's limit is 4 GiB).
@@ -530,6 +530,11 @@ void claim(const std::string& file, const fs::path& tmp) {
 /// Move the finished `tmp` to `path`. `replace`: overwrite an existing `path` (our own file
 /// being rewritten); otherwise refuse if one appeared meanwhile.
 void publish(const std::string& file, const fs::path& tmp, const fs::path& path, bool replace) {
+  if (replace) {
+    // The new file takes the old one's permission bits (a group-writable file stays so).
+    struct stat st {};
+    if (::stat(path.c_str(), &st) == 0) ::chmod(tmp.c_str(), st.st_mode & 07777);
+  }
   fsync_path(file, tmp, false);
   if (!replace) {
     // link() never replaces: a file created under `path` meanwhile is not clobbered.
@@ -645,7 +650,9 @@ std::pair<std::string, std::string> differences(const RunInfo& a, const RunInfo&
   return {old_text, new_text};
 }
 
-}  // namespace
+}  // namespace detail::results
+
+using namespace detail::results;
 
 // ---- ResultsWriter ---------------------------------------------------------------------------
 
@@ -817,6 +824,7 @@ struct ResultsWriter::Impl {
           }
         }
       }
+      copy_extra_objects(file, fid.get(), out.get(), stored);
       close_file(file, out, tmp);
       close();
       publish(file, tmp, path, true);
@@ -989,6 +997,7 @@ struct ResultsReader::Impl {
   h5::File fid;
   RunInfo info;
   bool complete = false;
+  int format_version = 0;
   std::vector<KGroup> groups;
   h5::Datatype status_mem = status_type(H5T_NATIVE_INT8);
 
@@ -1031,6 +1040,7 @@ ResultsReader ResultsReader::open(const fs::path& path) {
   m->info = read_info(m->file, m->fid.get());
   h5::Group root(H5Gopen2(m->fid.get(), "/", H5P_DEFAULT));
   m->complete = need_int(m->file, root.get(), "complete") != 0;
+  m->format_version = static_cast<int>(need_int(m->file, root.get(), "format_version"));
   for (int k : m->info.ks) m->groups.push_back(open_kgroup(m->file, m->fid.get(), m->info, k));
   return ResultsReader(std::move(m));
 }
@@ -1122,6 +1132,35 @@ std::vector<double> ResultsReader::usages(int k, int iter) const {
   read_block(m.file, kg.usages.get(), kg.ds("usages"), H5T_NATIVE_DOUBLE,
              {static_cast<hsize_t>(iter), 0, 0}, {1, hn, hk}, out.data());
   return out;
+}
+
+// ---- consensus outputs (results_consensus.cpp reads them) ---------------------------------
+
+int ResultsReader::format_version() const { return impl_->format_version; }
+
+std::vector<ConsensusKey> ResultsReader::consensus_list() const {
+  h5::ErrorSilencer quiet;
+  return read_consensus_list(impl_->file, impl_->fid.get());
+}
+
+bool ResultsReader::has_consensus(int k, double local_density_threshold) const {
+  h5::ErrorSilencer quiet;
+  return h5::exists(impl_->fid.get(), consensus_group(k, local_density_threshold));
+}
+
+ConsensusRecord ResultsReader::consensus(int k, double local_density_threshold) const {
+  h5::ErrorSilencer quiet;
+  return read_consensus(impl_->file, impl_->fid.get(), impl_->info, k, local_density_threshold);
+}
+
+std::vector<std::string> ResultsReader::consensus_cells() const {
+  h5::ErrorSilencer quiet;
+  return read_consensus_cells(impl_->file, impl_->fid.get(), impl_->info);
+}
+
+std::optional<KSelectionTable> ResultsReader::k_selection() const {
+  h5::ErrorSilencer quiet;
+  return read_k_selection(impl_->file, impl_->fid.get());
 }
 
 }  // namespace knmf::io

@@ -2,6 +2,10 @@
 
 #include <algorithm>
 #include <limits>
+#include <map>
+
+#include "knmf/io/cnmf_files.hpp"
+#include "knmf/io/results_file.hpp"
 
 namespace knmf::test {
 
@@ -22,6 +26,33 @@ void make_pbmc_run(const fs::path& out, bool with_tpm) {
   }
   for (const auto& e : fs::recursive_directory_iterator(run))
     fs::permissions(e.path(), fs::perms::owner_write, fs::perm_options::add);
+}
+
+void make_pbmc_results(const fs::path& path, const fs::path& run_dir, const std::vector<int>& ks) {
+  const io::CnmfPaths paths(run_dir.string(), "pbmcA");
+  std::map<int, io::DataFrame> merged;
+  for (int k : ks) merged[k] = io::read_df_npz(paths.merged_spectra(k));
+  io::RunInfo info;
+  info.input = paths.normalized_counts();
+  info.n_cells = 2896;
+  for (const auto& c : merged.begin()->second.columns) info.genes.push_back(std::get<std::string>(c));
+  info.ks = ks;
+  info.n_iter = 20;
+  info.seed = 14;
+  info.dtype = "double";
+  auto w = io::ResultsWriter::create_or_resume(path, info);
+  for (const Job& j : w.pending()) {
+    const auto& m = merged.at(j.k);
+    ReplicateResult r;
+    r.job = j;
+    r.n = info.n_cells;
+    r.g = m.cols;
+    r.H.assign(m.data.begin() + std::ptrdiff_t(j.iter) * j.k * m.cols,
+               m.data.begin() + std::ptrdiff_t(j.iter + 1) * j.k * m.cols);
+    r.status = ReplicateStatus::converged;
+    w.write(r);
+  }
+  w.finish();
 }
 
 std::vector<std::string> list_files(const fs::path& dir) {

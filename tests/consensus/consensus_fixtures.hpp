@@ -32,6 +32,11 @@ inline const nlohmann::json& consensus_golden() {
 /// files) plus its merged spectra of k = 5..8.
 void make_pbmc_run(const std::filesystem::path& out, bool with_tpm = true);
 
+/// A finished knmf results file at `path` holding cNMF's 20 replicates of each of `ks` (from
+/// its merged spectra), computed on the pbmcA run's norm_counts under `run_dir`/pbmcA.
+void make_pbmc_results(const std::filesystem::path& path, const std::filesystem::path& run_dir,
+                       const std::vector<int>& ks);
+
 /// Every regular file under `dir` (relative paths, sorted).
 std::vector<std::string> list_files(const std::filesystem::path& dir);
 

@@ -3,6 +3,7 @@
 // the outputs as numpy/pandas load them (when Debian's python3 is present).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -194,6 +195,73 @@ TEST_F(CnmfMode, NativeResultsFileGivesTheSameConsensus) {
   const auto native = run_native_consensus(ExecSpace(), req);
   const auto cnmf = run_cnmf_consensus(ExecSpace(), request({7}));
   const io::CnmfPaths np(req.output_dir, "pbmcA");
+  // the results file holds the consensus, equal to cNMF mode's files
+  {
+    const auto reader = io::ResultsReader::open(results);
+    EXPECT_EQ(reader.format_version(), 2);
+    ASSERT_EQ(reader.consensus_list().size(), 1u);
+    EXPECT_EQ(reader.consensus_list()[0].group, "/consensus/k_7/dt_0_5");
+    const io::ConsensusRecord rec = reader.consensus(7, 0.5);
+    const auto spectra = io::read_df_npz(paths->consensus_spectra(7, 0.5));
+    const auto usages = io::read_df_npz(paths->consensus_usages(7, 0.5));
+    const auto tpm = io::read_df_npz(paths->gene_spectra_tpm(7, 0.5));
+    const auto score = io::read_df_npz(paths->gene_spectra_score(7, 0.5));
+    const auto starcat = io::read_df_npz(paths->starcat_spectra(7, 0.5));
+    const auto density = io::read_df_npz(paths->local_density_cache(7));
+    EXPECT_EQ(rec.spectra, spectra.data);
+    EXPECT_EQ(rec.usages, usages.data);
+    EXPECT_TRUE(rec.float32);
+    EXPECT_EQ(usages.data_descr, "<f4");
+    ASSERT_TRUE(rec.has_tpm);
+    EXPECT_EQ(rec.spectra_tpm, tpm.data);
+    EXPECT_EQ(rec.spectra_score, score.data);
+    EXPECT_EQ(rec.starcat, starcat.data);
+    EXPECT_EQ(rec.local_density, density.data);
+    std::vector<std::string> tpm_genes, cells;
+    for (const auto& c : tpm.columns) tpm_genes.push_back(std::get<std::string>(c));
+    for (const auto& c : usages.index) cells.push_back(std::get<std::string>(c));
+    EXPECT_EQ(rec.tpm_genes, tpm_genes);
+    EXPECT_EQ(reader.consensus_cells(), cells);
+    // the replicate rows are the density cache's rows (iter<r>_topic<t> = row r * 7 + t - 1)
+    ASSERT_EQ(rec.replicate_rows.size(), density.index.size());
+    for (size_t i = 0; i < rec.replicate_rows.size(); ++i) {
+      const auto row = rec.replicate_rows[i];
+      EXPECT_EQ(std::get<std::string>(density.index[i]),
+                "iter" + std::to_string(row / 7) + "_topic" + std::to_string(row % 7 + 1));
+    }
+    // clusters: programs 1..7 for the rows under the threshold, 0 for the others
+    const auto& c = cnmf[0].result.clustering;
+    std::vector<int> per_program(8, 0);
+    for (size_t i = 0; i < rec.cluster.size(); ++i) {
+      EXPECT_EQ(rec.cluster[i] != 0, rec.local_density[i] < 0.5) << i;
+      per_program[size_t(rec.cluster[i])] += 1;
+    }
+    EXPECT_EQ(size_t(std::count_if(rec.cluster.begin(), rec.cluster.end(), [](int x) { return x > 0; })),
+              c.used_rows.size());
+    for (int p = 1; p <= 7; ++p) EXPECT_GT(per_program[size_t(p)], 0) << "program " << p;
+    // the median of each program's normalized replicate spectra, normalized, is its spectrum
+    {
+      const auto l2 = l2_normalize_rows(HostRows{merged.rows, merged.cols, merged.data});
+      for (int p = 1; p <= 7; ++p) {
+        std::vector<size_type> rows;
+        for (size_t i = 0; i < rec.cluster.size(); ++i)
+          if (rec.cluster[i] == p) rows.push_back(rec.replicate_rows[i]);
+        const auto med = cluster_median_spectra(select_rows(l2, rows), std::vector<int>(rows.size(), 0), 1);
+        for (std::int64_t j = 0; j < merged.cols; ++j)
+          ASSERT_NEAR(med.values[size_t(j)], rec.spectra[size_t((p - 1) * merged.cols + j)], 1e-15)
+              << "program " << p << " gene " << j;
+      }
+    }
+    EXPECT_EQ(rec.silhouette, c.silhouette);
+    EXPECT_EQ(rec.prediction_error, cnmf[0].result.prediction_error);
+    EXPECT_EQ(rec.n_neighbors, c.n_neighbors);
+    EXPECT_EQ(rec.settings.local_density_threshold, 0.5);
+    EXPECT_EQ(rec.settings.kmeans_seed, 1);
+    EXPECT_EQ(rec.settings.kmeans_n_init, 10);
+    EXPECT_EQ(rec.settings.counts, paths->normalized_counts());
+    EXPECT_EQ(rec.settings.tpm, paths->tpm());
+    EXPECT_EQ(rec.refit_n_iter, cnmf[0].result.refit.n_iter);
+  }
   for (auto [a, b] : {std::pair{np.consensus_spectra(7, 0.5), paths->consensus_spectra(7, 0.5)},
                       std::pair{np.consensus_usages(7, 0.5), paths->consensus_usages(7, 0.5)},
                       std::pair{np.gene_spectra_score(7, 0.5), paths->gene_spectra_score(7, 0.5)},
@@ -203,7 +271,8 @@ TEST_F(CnmfMode, NativeResultsFileGivesTheSameConsensus) {
     EXPECT_EQ(x.columns, y.columns) << a;
     EXPECT_EQ(x.data, y.data) << a;
   }
-  // k-selection from the results file equals the one from the cNMF folder
+  // k-selection from the results file equals the one from the cNMF folder, and lands in
+  // /k_selection (and in the stats file of the output folder)
   const auto rows = run_native_k_selection(ExecSpace(), req);
   CnmfKSelectionRequest kr;
   kr.output_dir = tmp.path().string();
@@ -213,6 +282,76 @@ TEST_F(CnmfMode, NativeResultsFileGivesTheSameConsensus) {
   ASSERT_EQ(rows.size(), 1u);
   EXPECT_EQ(rows[0].silhouette, rows2[0].silhouette);
   EXPECT_EQ(rows[0].prediction_error, rows2[0].prediction_error);
+  {
+    const auto table = io::ResultsReader::open(results).k_selection();
+    ASSERT_TRUE(table);
+    EXPECT_EQ(table->k, std::vector<int>{7});
+    EXPECT_EQ(table->silhouette, std::vector<double>{rows2[0].silhouette});
+    EXPECT_EQ(table->prediction_error, std::vector<double>{rows2[0].prediction_error});
+    EXPECT_EQ(table->local_density_threshold, std::vector<double>{0.5});
+    const auto stats = io::read_df_npz(np.k_selection_stats());
+    EXPECT_EQ(stats.data, io::read_df_npz(paths->k_selection_stats()).data);
+  }
+  // without an output folder only the results file is written; the same (k, threshold) again
+  // replaces its group, another threshold adds one
+  const auto before = list_files(tmp.path());
+  NativeRequest only;
+  only.results = results;
+  only.components = {7};
+  only.options.local_density_threshold = 0.3;
+  const auto at03 = run_native_consensus(ExecSpace(), only);
+  run_native_consensus(ExecSpace(), only);
+  EXPECT_EQ(list_files(tmp.path()), before) << "files written without an output folder";
+  {
+    const auto reader = io::ResultsReader::open(results);
+    const auto list = reader.consensus_list();
+    ASSERT_EQ(list.size(), 2u);
+    EXPECT_EQ(list[0].group, "/consensus/k_7/dt_0_3");
+    EXPECT_EQ(list[1].group, "/consensus/k_7/dt_0_5");
+    const auto rec = reader.consensus(7, 0.3);
+    EXPECT_FALSE(rec.has_tpm);
+    EXPECT_FALSE(rec.float32);
+    EXPECT_EQ(rec.spectra, at03[0].result.spectra.values);
+    EXPECT_EQ(rec.usages, at03[0].result.refit.W.values);
+    EXPECT_TRUE(reader.consensus(7, 0.5).has_tpm);  // untouched
+  }
+  // nothing to write, or a results file another process writes: refused before any work
+  only.update_results = false;
+  expect_input_error([&] { run_native_consensus(ExecSpace(), only); }, {"nothing to write"});
+}
+
+/// Every file consensus and k-selection write stores its data with the dtype of cNMF's own
+/// file (float32 for the usages and gene_spectra_tpm, as cNMF's TPM is float32; float64
+/// for the rest), and labels of the same kind (int or str).
+TEST_F(CnmfMode, OutputDtypesAreCnmfs) {
+  run_cnmf_consensus(ExecSpace(), request({7}));
+  CnmfKSelectionRequest ks;
+  ks.output_dir = tmp.path().string();
+  ks.name = "pbmcA";
+  ks.components = {7};
+  run_cnmf_k_selection(ExecSpace(), ks);
+  const fs::path ref = pbmc_dir() / "reference" / "pbmcA";
+  const std::vector<std::string> files = {
+      "cnmf_tmp/pbmcA.spectra.k_7.dt_0_5.consensus.df.npz",
+      "cnmf_tmp/pbmcA.usages.k_7.dt_0_5.consensus.df.npz",
+      "cnmf_tmp/pbmcA.gene_spectra_tpm.k_7.dt_0_5.df.npz",
+      "cnmf_tmp/pbmcA.gene_spectra_score.k_7.dt_0_5.df.npz",
+      "cnmf_tmp/pbmcA.starcat_spectra.k_7.dt_0_5.df.npz",
+      "cnmf_tmp/pbmcA.local_density_cache.k_7.merged.df.npz",
+      "pbmcA.k_selection_stats.df.npz"};
+  int f32 = 0;
+  for (const auto& f : files) {
+    SCOPED_TRACE(f);
+    const auto ours = io::read_df_npz((tmp.path() / "pbmcA" / f).string());
+    const auto theirs = io::read_df_npz((ref / f).string());
+    EXPECT_EQ(ours.data_descr, theirs.data_descr);
+    f32 += theirs.data_descr == "<f4";
+    ASSERT_FALSE(ours.index.empty());
+    ASSERT_EQ(ours.columns.size(), theirs.columns.size());
+    EXPECT_EQ(ours.index[0].index(), theirs.index[0].index());      // int or str labels
+    EXPECT_EQ(ours.columns[0].index(), theirs.columns[0].index());
+  }
+  EXPECT_EQ(f32, 2) << "cNMF's float32 files: usages and gene_spectra_tpm";
 }
 
 /// numpy/pandas load every output exactly as cNMF loads it: same shape, labels and label
@@ -252,12 +391,7 @@ for npz, txt in files:
     b, bd = load(ref + "/" + npz)
     ok = (a.shape == b.shape and list(a.index) == list(b.index) and list(a.columns) == list(b.columns)
           and a.index.dtype == b.index.dtype and a.columns.dtype == b.columns.dtype)
-    dt = a.values.dtype == b.values.dtype
-    if not dt:
-        # cNMF's float32 tables (TPM is float32): knmf stores the float32 values as float64
-        # until its .npy writer stores '<f4'; the values must be float32 numbers
-        dt = b.values.dtype == np.float32 and np.array_equal(a.values.astype(np.float32).astype(np.float64), a.values)
-        print("note: %s data dtype %s (cNMF: %s)" % (npz, a.values.dtype, b.values.dtype))
+    dt = a.values.dtype == b.values.dtype and ad["data"] == bd["data"]
     close = np.allclose(a.values, b.values, rtol=1e-4, atol=1e-5 * np.abs(b.values).max())
     if txt:
         t = pd.read_csv(run + "/" + txt, sep="\t", index_col=0)
@@ -266,7 +400,7 @@ for npz, txt in files:
               and np.allclose(t.values, a.values, rtol=1e-6, atol=0))
     else:
         tx = True
-    print("%-60s labels %s dtype %s values %s txt %s" % (npz, ok, dt, close, tx))
+    print("%-60s labels %s dtype %s (%s) values %s txt %s" % (npz, ok, dt, ad["data"], close, tx))
     bad += not (ok and dt and close and tx)
 sys.exit(1 if bad else 0)
 )PY";

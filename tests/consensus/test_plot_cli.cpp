@@ -4,9 +4,11 @@
 
 #include <cairo.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 
 #include "cli.hpp"
@@ -14,6 +16,7 @@
 #include "knmf/consensus/cnmf_mode.hpp"
 #include "knmf/consensus/plot.hpp"
 #include "knmf/core/error.hpp"
+#include "knmf/io/results_file.hpp"
 
 namespace {
 using namespace knmf;
@@ -172,6 +175,69 @@ TEST(Cli, ConsensusAndKSelectionCommands) {
   EXPECT_EQ(cli::run({"knmf", "consensus", "--output-dir", dir, "--name", "pbmcA", "-k", "11"}), 1);
   EXPECT_EQ(cli::run({"knmf", "consensus", "--output-dir", dir, "--name", "pbmcA", "--tpm", "x.h5ad"}), 1);
   EXPECT_EQ(list_files(tmp.path()), before);
+}
+
+// Native mode from the command line: the outputs go into the results file (and the figures
+// beside it), cNMF's files only when --output-dir/--name are given.
+TEST(Cli, NativeModeWritesIntoTheResultsFile) {
+  KNMF_REQUIRE_SHARED("cNMF's pbmcA run");
+  TempDir tmp("knmf-cli-native");
+  make_pbmc_run(tmp.path(), false);
+  const fs::path results = tmp.path() / "run.h5";
+  make_pbmc_results(results, tmp.path(), {6, 7});
+  const std::string r = results.string();
+  const auto before = list_files(tmp.path());
+  EXPECT_EQ(cli::run({"knmf", "k-selection", "--results", r}), 0);
+  {
+    const auto table = io::ResultsReader::open(results).k_selection();
+    ASSERT_TRUE(table);
+    EXPECT_EQ(table->k, (std::vector<int>{6, 7}));
+    const fs::path png = tmp.path() / "run.k_selection.png";
+    ASSERT_TRUE(fs::exists(png));
+    const auto shown = embedded_table(png.string());
+    ASSERT_EQ(shown.size(), 2u);
+    for (size_t i = 0; i < 2; ++i) {
+      EXPECT_EQ(shown[i][0], table->k[i]);
+      EXPECT_EQ(shown[i][2], table->silhouette[i]);
+      EXPECT_EQ(shown[i][3], table->prediction_error[i]);
+    }
+  }
+  EXPECT_EQ(cli::run({"knmf", "consensus", "--results", r, "-k", "7", "--show-clustering"}), 0);
+  EXPECT_TRUE(io::ResultsReader::open(results).has_consensus(7, 0.5));
+  EXPECT_TRUE(fs::exists(tmp.path() / "run.clustering.k_7.dt_0_5.png"));
+  auto after = before;
+  for (const char* f : {"run.clustering.k_7.dt_0_5.png", "run.k_selection.png"}) after.push_back(f);
+  std::sort(after.begin(), after.end());
+  EXPECT_EQ(list_files(tmp.path()), after) << "native mode without --output-dir wrote other files";
+  // with --output-dir/--name, cNMF's files too
+  const std::string out = (tmp.path() / "out").string();
+  EXPECT_EQ(cli::run({"knmf", "consensus", "--results", r, "-k", "6", "--output-dir", out, "--name", "n"}), 0);
+  const io::CnmfPaths p(out, "n");
+  EXPECT_TRUE(fs::exists(p.consensus_spectra(6, 0.5)));
+  EXPECT_TRUE(fs::exists(p.consensus_usages_txt(6, 0.5)));
+  {
+    const auto reader = io::ResultsReader::open(results);
+    EXPECT_EQ(reader.consensus_list().size(), 2u);
+    EXPECT_EQ(reader.consensus(6, 0.5).spectra, io::read_df_npz(p.consensus_spectra(6, 0.5)).data);
+  }
+  // --read-only-results: the results file stays as it is
+  const auto bytes = [&] {
+    std::ifstream in(results, std::ios::binary);
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  };
+  const std::string kept = bytes();
+  EXPECT_EQ(cli::run({"knmf", "k-selection", "--results", r, "-k", "6", "--read-only-results", "--output-dir",
+                      out, "--name", "n"}),
+            0);
+  EXPECT_TRUE(fs::exists(p.k_selection_stats()));
+  EXPECT_TRUE(fs::exists(p.k_selection_plot()));
+  EXPECT_EQ(bytes(), kept);
+  // user errors: nothing to write; a native option in cNMF mode
+  EXPECT_EQ(cli::run({"knmf", "consensus", "--results", r, "-k", "7", "--read-only-results"}), 1);
+  EXPECT_EQ(cli::run({"knmf", "consensus", "--output-dir", tmp.path().string(), "--name", "pbmcA",
+                      "--read-only-results"}),
+            1);
+  EXPECT_EQ(bytes(), kept);
 }
 
 }  // namespace

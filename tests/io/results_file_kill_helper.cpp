@@ -7,10 +7,17 @@
 //   int32 phase      what the process was doing last (Phase below)
 //   int32 committed  replicates known committed (a lower bound on what the file must hold)
 //
+// With --update V it instead adds the consensus outputs of test_results_file_support.hpp's
+// synthetic_update(V) to the existing OUT.h5 (update_results_file), for the kill tests of
+// that update; --hold-us U sleeps U microseconds once the new file is whole, before the
+// rename (so a test can try to write meanwhile).
+//
 // usage: results_file_kill_helper OUT.h5 [--n-iter N] [--genes G] [--cells N] [--no-usages]
 //          [--dtype float|double] [--commit-every C] [--sleep-us U] [--gzip L] [--no-fsync]
-//          [--die-at STEP:COUNT] [--progress FILE]
-// exit: 0 complete, 3 finish() left replicates pending, 2 error (message on stderr).
+//          [--die-at STEP:COUNT] [--progress FILE] [--update V [--hold-us U]]
+// STEP: created data_flushed flags_written committed completing completed (a run),
+//       copied renamed (an update)
+// exit: 0 complete (or updated), 3 finish() left replicates pending, 2 error (message on stderr).
 
 #include <fcntl.h>
 #include <signal.h>
@@ -44,6 +51,10 @@ enum Phase : std::int32_t {
   completing = 10,    // finish(): setting complete (or compressing)
   completed = 11,     // finish(): complete flushed
   done = 12,          // finish() returned
+  updating = 13,      // update_results_file running (copying)
+  update_copied = 14, // the new file is whole under its temporary name, not renamed
+  update_renamed = 15,// the new file replaced the old one
+  update_done = 16,   // update_results_file returned
 };
 
 struct Progress {
@@ -68,6 +79,13 @@ Progress* map_progress(const char* path) {
   return static_cast<Progress*>(p);
 }
 
+/// "copied" and "renamed" are steps of an update; -1 otherwise.
+int parse_update_step(const std::string& s) {
+  if (s == "copied") return static_cast<int>(knmf::io::UpdateStep::copied);
+  if (s == "renamed") return static_cast<int>(knmf::io::UpdateStep::renamed);
+  return -1;
+}
+
 knmf::io::WriteStep parse_step(const std::string& s) {
   using knmf::io::WriteStep;
   if (s == "created") return WriteStep::created;
@@ -90,7 +108,7 @@ int main(int argc, char** argv) {
   const std::string out = argv[1];
   knmf::test::SyntheticRun run;
   knmf::io::ResultsWriteOptions opts;
-  int commit_every = 3, sleep_us = 0, die_count = 0;
+  int commit_every = 3, sleep_us = 0, die_count = 0, update = -1, hold_us = 0, die_update = -1;
   knmf::io::WriteStep die_step{};
   const char* progress_path = nullptr;
   for (int i = 2; i < argc; ++i) {
@@ -112,10 +130,13 @@ int main(int argc, char** argv) {
     else if (a == "--gzip") opts.gzip_level = std::stoi(next());
     else if (a == "--no-fsync") opts.fsync = false;
     else if (a == "--progress") progress_path = argv[++i];
+    else if (a == "--update") update = std::stoi(next());
+    else if (a == "--hold-us") hold_us = std::stoi(next());
     else if (a == "--die-at") {
       const std::string v = next();
       const auto colon = v.find(':');
-      die_step = parse_step(v.substr(0, colon));
+      die_update = parse_update_step(v.substr(0, colon));
+      if (die_update < 0) die_step = parse_step(v.substr(0, colon));
       die_count = colon == std::string::npos ? 1 : std::stoi(v.substr(colon + 1));
     } else {
       std::fprintf(stderr, "unknown option %s\n", a.c_str());
@@ -123,6 +144,28 @@ int main(int argc, char** argv) {
     }
   }
   Progress* prog = map_progress(progress_path);
+  if (update >= 0) {
+    prog->phase = updating;
+    knmf::io::ResultsUpdateOptions uo;
+    uo.on_step = [&](knmf::io::UpdateStep s) {
+      if (s == knmf::io::UpdateStep::copied) {
+        prog->phase = update_copied;
+        if (hold_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(hold_us));
+      } else {
+        prog->phase = update_renamed;
+      }
+      if (die_count > 0 && static_cast<int>(s) == die_update) ::raise(SIGKILL);
+    };
+    try {
+      const knmf::io::RunInfo info = knmf::io::ResultsReader::open(out).info();
+      knmf::io::update_results_file(out, knmf::test::synthetic_update(info, update), uo);
+      prog->phase = update_done;
+      return 0;
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "results_file_kill_helper: %s\n", e.what());
+      return 2;
+    }
+  }
   prog->phase = opening;
 
   std::int64_t done_before = 0;  // committed when the last commit started

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 
@@ -197,6 +198,71 @@ TEST(DataFrame, WriteReadRoundTrip) {
   expect_same(ints, iback);
   for (const auto& e : std::filesystem::directory_iterator(dir.path()))
     EXPECT_EQ(e.path().filename(), "x.df.npz") << "left behind: " << e.path();
+}
+
+// Float32 frames (cNMF's usages and gene_spectra_tpm) are stored as '<f4', as numpy saves
+// them: the values rounded to float32, 4 bytes each; read back as a float32 frame; the .txt
+// copy prints the same float32 numbers.
+TEST(DataFrame, Float32FramesAreStoredAsF4) {
+  knmf::test::TempDir dir("knmf-df");
+  const auto path = (dir / "f4.df.npz").string();
+  DataFrame df = sample_frame();
+  df.data[1] = 1e-30;  // 1e-300 underflows float32; keep a representable tiny value
+  df.data[3] = 1e16;
+  df.data_descr = "<f4";
+  knmf::io::write_df_npz(path, df);
+  knmf::io::ZipReader zip(path);
+  const knmf::io::NpyArray raw = knmf::io::parse_npy(zip.read("data.npy"), "data.npy");
+  EXPECT_EQ(raw.descr, "<f4");
+  EXPECT_EQ(raw.shape, (std::vector<std::int64_t>{3, 4}));
+  EXPECT_EQ(zip.read("data.npy").size(), 128u + 4u * 12u);  // 128-byte header, 4 bytes a value
+  const DataFrame back = knmf::io::read_df_npz(path);
+  EXPECT_EQ(back.data_descr, "<f4");
+  EXPECT_TRUE(back.is_float32());
+  DataFrame want = df;
+  for (double& x : want.data) x = static_cast<double>(static_cast<float>(x));
+  EXPECT_NE(want.data[8], df.data[8]) << "1/3 must have been rounded";
+  expect_same(want, back);
+  // re-writing what was read keeps '<f4' and the bytes
+  const auto again = (dir / "again.df.npz").string();
+  knmf::io::write_df_npz(again, back);
+  EXPECT_EQ(knmf::io::ZipReader(again).read("data.npy"), zip.read("data.npy"));
+  // a big-endian float32 frame read from numpy is written little-endian
+  DataFrame be = df;
+  be.data_descr = ">f4";
+  knmf::io::write_df_npz(again, be);
+  EXPECT_EQ(knmf::io::ZipReader(again).read("data.npy"), zip.read("data.npy"));
+  // the .txt copy prints the float32 values
+  const auto txt = (dir / "f4.txt").string();
+  knmf::io::write_df_txt(txt, df);
+  const std::string text = knmf::test::slurp(txt);
+  EXPECT_NE(text.find("\t0.33333334\t"), std::string::npos) << text;
+  if (!knmf::test::python_with_pandas()) {
+    std::fprintf(stderr, "*** SKIPPED PART: /usr/bin/python3 with numpy/pandas is missing ***\n");
+    return;
+  }
+  const auto json_out = (dir / "seen.json").string();
+  const std::string script = R"(
+import json, sys
+import numpy as np, pandas as pd
+with np.load(sys.argv[1], allow_pickle=True) as f:
+    a = pd.DataFrame(**f)
+t = pd.read_csv(sys.argv[2], sep="\t", index_col=0)
+assert np.array_equal(t.values.astype(np.float32), a.values, equal_nan=True), (t.values, a.values)
+json.dump({"dtype": str(a.values.dtype), "values": [float(v).hex() for v in a.values.ravel()]},
+          open(sys.argv[3], "w"))
+)";
+  ASSERT_EQ(knmf::test::run_python(dir.path(), script, path + " " + txt + " " + json_out), 0);
+  const auto seen = nlohmann::json::parse(knmf::test::slurp(json_out));
+  EXPECT_EQ(seen["dtype"], "float32");
+  for (std::size_t k = 0; k < want.data.size(); ++k) {
+    const double v = knmf::test::from_hex(seen["values"][k]);
+    if (std::isnan(want.data[k])) {
+      EXPECT_TRUE(std::isnan(v));
+    } else {
+      EXPECT_EQ(v, want.data[k]) << k;
+    }
+  }
 }
 
 TEST(DataFrame, RewritingAReferenceFileKeepsItsContent) {

@@ -530,6 +530,46 @@ TEST(ResultsFile, OnlyRawDataChangesAfterCreation) {
   EXPECT_EQ(done[outside[0]], 1);
 }
 
+// A file rebuilt by update_results_file (consensus groups added while replicates are still
+// pending) keeps the property: resuming the run then changes only raw data, and `complete`.
+TEST(ResultsFile, OnlyRawDataChangesAfterAConsensusUpdate) {
+  TempDir dir;
+  const fs::path path = dir / "run.h5";
+  const RunInfo info = synthetic_info({});
+  std::size_t left = 0;
+  {
+    auto w = ResultsWriter::create_or_resume(path, info, fast());
+    const auto jobs = w.pending();
+    for (std::size_t i = 0; i < jobs.size() / 2; ++i) w.write(synthetic_result(w.info(), jobs[i]));
+    w.commit();
+    left = w.pending().size();
+  }
+  const RunInfo stored = ResultsReader::open(path).info();
+  knmf::io::ResultsAdditions add;
+  add.consensus = {knmf::test::synthetic_consensus(stored, 3, 0.5, 1, true, true)};
+  for (std::int64_t i = 0; i < stored.n_cells; ++i) add.cells.push_back("c" + std::to_string(i));
+  add.k_selection = knmf::test::synthetic_k_selection(stored, 1);
+  knmf::io::update_results_file(path, add);
+  const std::string updated = slurp(path);
+  {
+    auto w = ResultsWriter::create_or_resume(path, info, fast());
+    EXPECT_EQ(w.pending().size(), left);
+    EXPECT_TRUE(run_to_end(w));
+  }
+  const std::string done = slurp(path);
+  ASSERT_EQ(done.size(), updated.size()) << "the file grew: storage was allocated after the update";
+  const auto raw = raw_extents(path, info);
+  std::size_t total = 0;
+  const auto outside = changes_outside(updated, done, raw, &total);
+  EXPECT_GT(total, 1000u) << "replicates were written";
+  ASSERT_EQ(outside.size(), 1u) << "only the value of `complete` may change outside raw data";
+  EXPECT_EQ(updated[outside[0]], 0);
+  EXPECT_EQ(done[outside[0]], 1);
+  const auto r = ResultsReader::open(path);
+  EXPECT_EQ(knmf::test::check_committed(r), static_cast<std::int64_t>(r.info().jobs.size()));
+  knmf::test::expect_same_record(r.consensus(3, 0.5), add.consensus[0]);
+}
+
 // ---- compression ---------------------------------------------------------------------------
 
 namespace {
@@ -612,7 +652,7 @@ path, d = sys.argv[1], sys.argv[2]
 f = h5py.File(path, "r")
 a = f.attrs
 assert a["format"] == "knmf-results", a["format"]
-assert int(a["format_version"]) == 1
+assert int(a["format_version"]) == 2
 for name in ["knmf_version", "kokkos_version", "backend", "device", "created", "input",
              "solver", "zero_guard", "dtype", "beta_loss"]:
     assert isinstance(a[name], str), name

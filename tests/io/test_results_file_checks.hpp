@@ -87,4 +87,66 @@ inline void expect_same_content(const io::ResultsReader& a, const io::ResultsRea
   }
 }
 
+/// Two consensus settings are equal (the provenance, filled in by the writer, aside).
+inline void expect_same_settings(const io::ConsensusSettings& a, const io::ConsensusSettings& b) {
+  EXPECT_EQ(a.local_density_threshold, b.local_density_threshold);
+  EXPECT_EQ(a.local_neighborhood_size, b.local_neighborhood_size);
+  EXPECT_EQ(a.kmeans_n_init, b.kmeans_n_init);
+  EXPECT_EQ(a.kmeans_seed, b.kmeans_seed);
+  EXPECT_EQ(a.kmeans_max_iter, b.kmeans_max_iter);
+  EXPECT_EQ(a.kmeans_tol, b.kmeans_tol);
+  EXPECT_EQ(a.refit.solver, b.refit.solver);
+  EXPECT_EQ(a.refit.tol, b.refit.tol);
+  EXPECT_EQ(a.refit.max_iter, b.refit.max_iter);
+  EXPECT_EQ(a.refit.alpha_W, b.refit.alpha_W);
+  EXPECT_EQ(a.refit.alpha_H, b.refit.alpha_H);
+  EXPECT_EQ(a.refit.l1_ratio, b.refit.l1_ratio);
+  EXPECT_EQ(a.counts, b.counts);
+  EXPECT_EQ(a.tpm, b.tpm);
+}
+
+/// True when two consensus records hold the same values (EXPECTs name what differs).
+inline bool same_record(const io::ConsensusRecord& a, const io::ConsensusRecord& b) {
+  const bool same = a.k == b.k && a.n_neighbors == b.n_neighbors &&
+                    (a.silhouette == b.silhouette || (a.silhouette != a.silhouette && b.silhouette != b.silhouette)) &&
+                    a.prediction_error == b.prediction_error && a.refit_n_iter == b.refit_n_iter &&
+                    a.refit_status == b.refit_status && a.replicate_rows == b.replicate_rows &&
+                    a.local_density == b.local_density && a.cluster == b.cluster && a.spectra == b.spectra &&
+                    a.usages == b.usages && a.float32 == b.float32 && a.has_tpm == b.has_tpm &&
+                    a.tpm_genes == b.tpm_genes && a.spectra_tpm == b.spectra_tpm &&
+                    a.spectra_score == b.spectra_score && a.starcat == b.starcat &&
+                    a.settings.local_density_threshold == b.settings.local_density_threshold &&
+                    a.settings.local_neighborhood_size == b.settings.local_neighborhood_size &&
+                    a.settings.kmeans_seed == b.settings.kmeans_seed &&
+                    a.settings.kmeans_n_init == b.settings.kmeans_n_init && a.settings.tpm == b.settings.tpm;
+  return same;
+}
+
+inline void expect_same_record(const io::ConsensusRecord& a, const io::ConsensusRecord& b) {
+  EXPECT_EQ(a.k, b.k);
+  EXPECT_EQ(a.n_neighbors, b.n_neighbors);
+  EXPECT_EQ(a.prediction_error, b.prediction_error);
+  EXPECT_EQ(a.refit_n_iter, b.refit_n_iter);
+  EXPECT_EQ(a.refit_status, b.refit_status);
+  EXPECT_EQ(a.replicate_rows, b.replicate_rows);
+  EXPECT_EQ(a.local_density, b.local_density);
+  EXPECT_EQ(a.cluster, b.cluster);
+  EXPECT_EQ(a.spectra, b.spectra);
+  EXPECT_EQ(a.usages, b.usages);
+  EXPECT_EQ(a.float32, b.float32);
+  EXPECT_EQ(a.has_tpm, b.has_tpm);
+  EXPECT_EQ(a.tpm_genes, b.tpm_genes);
+  EXPECT_EQ(a.spectra_tpm, b.spectra_tpm);
+  EXPECT_EQ(a.spectra_score, b.spectra_score);
+  EXPECT_EQ(a.starcat, b.starcat);
+  expect_same_settings(a.settings, b.settings);
+  EXPECT_TRUE(same_record(a, b));
+}
+
+inline bool same_k_selection(const io::KSelectionTable& a, const io::KSelectionTable& b) {
+  return a.k == b.k && a.local_density_threshold == b.local_density_threshold &&
+         a.silhouette == b.silhouette && a.prediction_error == b.prediction_error &&
+         a.settings.local_density_threshold == b.settings.local_density_threshold;
+}
+
 }  // namespace knmf::test

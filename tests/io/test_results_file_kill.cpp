@@ -26,6 +26,7 @@
 #include <thread>
 #include <vector>
 
+#include "knmf/core/error.hpp"
 #include "knmf/io/results_file.hpp"
 #include "test_results_file_checks.hpp"
 #include "test_results_file_support.hpp"
@@ -46,8 +47,9 @@ const char* phase_name(int p) {
                                 "computing", "write()", "commit: flushing data",
                                 "commit: writing flags", "commit: flushing flags", "committed",
                                 "finish: final commit", "finish: setting complete",
-                                "finish: complete flushed", "done"};
-  return p >= 0 && p <= 12 ? names[p] : "?";
+                                "finish: complete flushed", "done", "update: copying",
+                                "update: copied, not renamed", "update: renamed", "update: done"};
+  return p >= 0 && p <= 16 ? names[p] : "?";
 }
 
 bool in_commit(int p) { return p >= 5 && p <= 7; }
@@ -322,4 +324,213 @@ TEST_F(ResultsKill, SecondWriterIsRefused) {
   ::kill(first, SIGKILL);
   ::waitpid(first, &status, 0);
   resume_and_compare(path, reference());
+}
+
+// ---- consensus updates (update_results_file) -----------------------------------------------
+
+namespace {
+
+/// Which update a file holds: the version whose every addition (consensus of k = 3 and 5, the
+/// k-selection table) it holds exactly; -1 when it holds none of them, -2 for a mix or a
+/// partial state (never allowed). Also checks that every replicate is still there.
+int update_state(const fs::path& path, int a, int b, const std::string& when) {
+  SCOPED_TRACE(when);
+  try {
+    const auto r = ResultsReader::open(path);
+    int bad = 0;
+    EXPECT_EQ(knmf::test::check_committed(r, &bad), static_cast<std::int64_t>(r.info().jobs.size()))
+        << "replicates were lost";
+    EXPECT_EQ(bad, 0);
+    EXPECT_TRUE(r.complete());
+    if (r.consensus_list().empty() && !r.k_selection()) return -1;
+    for (int v : {a, b}) {
+      const auto want = knmf::test::synthetic_update(r.info(), v);
+      if (r.consensus_list().size() != 2 || !r.has_consensus(3, 0.5) || !r.has_consensus(5, 0.5) ||
+          !r.k_selection())
+        break;
+      if (knmf::test::same_record(r.consensus(3, 0.5), want.consensus[0]) &&
+          knmf::test::same_record(r.consensus(5, 0.5), want.consensus[1]) &&
+          knmf::test::same_k_selection(*r.k_selection(), *want.k_selection) &&
+          r.consensus_cells() == want.cells)
+        return v;
+    }
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << path << " does not open after the kill: " << e.what();
+    return -3;
+  }
+  ADD_FAILURE() << path << " holds neither update " << a << " nor update " << b << " whole";
+  return -2;
+}
+
+std::vector<std::string> update_args(const fs::path& out, int version, const ProgressFile* progress,
+                                     std::vector<std::string> extra = {}) {
+  std::vector<std::string> a = {out.string(), "--update", std::to_string(version)};
+  if (progress) {
+    a.push_back("--progress");
+    a.push_back(progress->path().string());
+  }
+  a.insert(a.end(), extra.begin(), extra.end());
+  return a;
+}
+
+std::size_t stray_temporaries(const fs::path& dir, const std::string& name) {
+  std::size_t n = 0;
+  for (const auto& e : fs::directory_iterator(dir))
+    n += e.path().filename().string().rfind("." + name + ".tmp-", 0) == 0;
+  return n;
+}
+
+}  // namespace
+
+// Kill an update (a consensus added to a finished run) at random moments: the file is always
+// the old one or the new one, whole, never a mix; the replicates are always all there.
+TEST_F(ResultsKill, RandomKillsDuringAConsensusUpdate) {
+  const std::vector<std::string> big = {"--n-iter", "30", "--genes", "8000", "--sleep-us", "0"};
+  const fs::path path = *dir_ / "update.h5";
+  ASSERT_EQ(run_helper(run_args(path, nullptr, big)), 0);
+  ASSERT_EQ(run_helper(update_args(path, 1, nullptr)), 0);
+  ASSERT_EQ(update_state(path, 1, 1, "first update"), 1);
+  // how long an uninterrupted update takes (process start included)
+  const fs::path timing = *dir_ / "update-timing.h5";
+  fs::copy_file(path, timing);
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_EQ(run_helper(update_args(timing, 2, nullptr)), 0);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::fprintf(stderr, "uninterrupted update of a %.1f MB file: %.3f s\n",
+               double(fs::file_size(timing)) / 1e6, seconds);
+
+  unsigned seed = 20240502;
+  if (const char* s = std::getenv("KNMF_KILL_SEED")) seed = static_cast<unsigned>(std::stoul(s));
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> lifetime(0.0, 1.2 * seconds);
+  ProgressFile progress(*dir_ / "update.progress");
+  auto bytes_of = [](const fs::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  };
+  std::string current = bytes_of(path);  // the file as the last finished update left it
+  int version = 1, kills = 0, kept_old = 0, got_new = 0, finished = 0, before_rename = 0;
+  std::map<std::string, int> by_phase;
+  for (int attempt = 0; attempt < 120 && kills < 30; ++attempt) {
+    progress.reset();
+    const int next = version + 1;
+    const pid_t pid = spawn_helper(update_args(path, next, &progress));
+    std::this_thread::sleep_for(std::chrono::duration<double>(lifetime(rng)));
+    int status = 0;
+    if (::waitpid(pid, &status, WNOHANG) != pid) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+    }
+    const int phase = progress.phase();
+    if (!(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL)) {
+      ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "the update failed";
+      ++finished;
+      ASSERT_EQ(update_state(path, version, next, "finished update"), next);
+      version = next;
+      current = bytes_of(path);
+      continue;
+    }
+    ++kills;
+    ++by_phase[phase_name(phase)];
+    before_rename += phase == 14 ? 1 : 0;
+    const int state = update_state(path, version, next, "kill " + std::to_string(kills) + " during " + phase_name(phase));
+    ASSERT_TRUE(state == version || state == next) << "state " << state;
+    // (in phase 14 the rename may or may not have happened: the phase is set just before it)
+    if (phase < 14) {
+      EXPECT_EQ(state, version) << "the file changed before the new one was whole";
+    }
+    if (phase >= 15) {
+      EXPECT_EQ(state, next) << "the rename happened but the file is old";
+    }
+    if (state == version) {
+      EXPECT_TRUE(bytes_of(path) == current) << "killed before its rename, the update changed the old file";
+    } else {
+      current = bytes_of(path);
+    }
+    (state == next ? got_new : kept_old) += 1;
+    std::fprintf(stderr, "update kill %2d during %-28s: file holds update %d (%s)\n", kills, phase_name(phase),
+                 state, state == next ? "new" : "old");
+    version = state;
+  }
+  const std::size_t strays = stray_temporaries(dir_->path(), "update.h5");
+  std::fprintf(stderr, "%d kills (%d between copy and rename), %d left the old file, %d the new one, "
+               "%d updates finished; %zu stray temporary files; by phase:\n",
+               kills, before_rename, kept_old, got_new, finished, strays);
+  for (const auto& [name, n] : by_phase) std::fprintf(stderr, "  %-28s %d\n", name.c_str(), n);
+  EXPECT_GE(kills, 30) << "too few kills to mean anything";
+  EXPECT_GE(kept_old, 5) << "too few kills landed before the rename";
+  // the next update still works on the file, and stray temporaries never matter
+  ASSERT_EQ(run_helper(update_args(path, version + 1, nullptr)), 0);
+  EXPECT_EQ(update_state(path, version + 1, version + 1, "after the kills"), version + 1);
+}
+
+// Kill an update right before and right after its rename.
+TEST_F(ResultsKill, KillAtEachUpdateStep) {
+  const fs::path base = *dir_ / "update-base.h5";
+  ASSERT_EQ(run_helper(run_args(base, nullptr)), 0);
+  ASSERT_EQ(run_helper(update_args(base, 1, nullptr)), 0);
+  std::ifstream in(base, std::ios::binary);
+  const std::string before((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  for (const auto& [step, want] : {std::pair{"copied:1", 1}, std::pair{"renamed:1", 2}}) {
+    SCOPED_TRACE(step);
+    const fs::path path = *dir_ / (std::string("update-step-") + std::string(step).substr(0, 6) + ".h5");
+    fs::copy_file(base, path);
+    EXPECT_EQ(run_helper(update_args(path, 2, nullptr, {"--die-at", step})), 128 + SIGKILL);
+    EXPECT_EQ(update_state(path, 1, 2, step), want);
+    if (want == 1) {
+      std::ifstream f(path, std::ios::binary);
+      const std::string after((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+      EXPECT_TRUE(after == before) << "killed before the rename, the file must be byte for byte the old one";
+    }
+    std::fprintf(stderr, "update killed at %-9s: the file holds update %d\n", step, want);
+    ASSERT_EQ(run_helper(update_args(path, 3, nullptr)), 0);
+    EXPECT_EQ(update_state(path, 3, 3, "update after the kill"), 3);
+  }
+}
+
+// The update and the replicate writer exclude each other (HDF5 file lock): an update while
+// factorize writes is refused, and a factorize resumed while an update runs is refused.
+TEST_F(ResultsKill, UpdateAndWriterExcludeEachOther) {
+  const fs::path path = *dir_ / "exclusive.h5";
+  ProgressFile progress(*dir_ / "exclusive.progress");
+  const pid_t writer = spawn_helper(run_args(path, &progress, {"--sleep-us", "100000"}));
+  for (int i = 0; i < 500 && progress.phase() < 3; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_GE(progress.phase(), 3) << "the writer did not start";
+  const knmf::io::RunInfo info = ResultsReader::open(path).info();
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    try {
+      if (attempt == 0) {
+        knmf::io::check_results_updatable(path);
+      } else {
+        knmf::io::update_results_file(path, knmf::test::synthetic_update(info, 1));
+      }
+      ADD_FAILURE() << "an update was allowed while a writer runs";
+    } catch (const knmf::InputError& e) {
+      const std::string msg = e.what();
+      EXPECT_NE(msg.find(path.string() + ": cannot open for updating (is knmf factorize still writing it"),
+                std::string::npos) << msg;
+      EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+    }
+  }
+  int status = 0;
+  ::kill(writer, SIGKILL);
+  ::waitpid(writer, &status, 0);
+  ASSERT_EQ(run_helper(run_args(path, nullptr)), 0);  // finish the run
+
+  // an update that holds (before its rename) keeps a resumed writer out
+  ProgressFile up(*dir_ / "exclusive-update.progress");
+  const pid_t updater = spawn_helper(update_args(path, 1, &up, {"--hold-us", "1500000"}));
+  for (int i = 0; i < 500 && up.phase() < 14; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_EQ(up.phase(), 14) << "the update did not reach its rename";
+  const fs::path err = *dir_ / "exclusive.stderr";
+  const pid_t second = spawn_helper(run_args(path, nullptr), err);
+  ::waitpid(second, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 2) << "a writer ran during the update";
+  std::ifstream in(err);
+  const std::string msg((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(msg.find("cannot open for writing"), std::string::npos) << msg;
+  ::waitpid(updater, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  EXPECT_EQ(update_state(path, 1, 1, "after the held update"), 1);
 }

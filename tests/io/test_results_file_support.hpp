@@ -77,4 +77,80 @@ inline std::vector<double> stored_usages(const io::RunInfo& info, const Replicat
   return w;
 }
 
+/// A consensus record of k at threshold `dt` that fits the run `info`, its values a
+/// function of (k, dt, version) alone. `float32`: usages and TPM spectra are float32 numbers.
+inline io::ConsensusRecord synthetic_consensus(const io::RunInfo& info, int k, double dt, int version,
+                                               bool tpm, bool float32 = false) {
+  io::ConsensusRecord r;
+  r.k = k;
+  r.settings.local_density_threshold = dt;
+  r.settings.local_neighborhood_size = 0.25 + 0.01 * version;
+  r.settings.kmeans_seed = 100 + version;
+  r.settings.kmeans_n_init = 3 + version;
+  r.settings.refit = info.solver;
+  r.settings.counts = info.input;
+  r.settings.tpm = tpm ? "data/tpm.h5ad" : "";
+  RandomState rs(static_cast<std::uint32_t>(1000 * k + 7 * version + static_cast<int>(100 * dt)));
+  auto value = [&rs] { return rs.random_sample(); };
+  auto f32 = [float32](double x) { return float32 ? static_cast<double>(static_cast<float>(x)) : x; };
+  r.n_neighbors = 2 + version;
+  r.silhouette = value();
+  r.prediction_error = 1000.0 * value();
+  r.refit_n_iter = 10 + version;
+  r.refit_status = version % 2 ? io::ReplicateState::converged : io::ReplicateState::max_iter;
+  const std::int64_t rows = static_cast<std::int64_t>(info.n_iter) * k;
+  for (std::int64_t row = 0; row < rows; ++row) {
+    if (row % 5 == 3) continue;  // a dead component
+    r.replicate_rows.push_back(row);
+    r.local_density.push_back(0.6 * value());
+    r.cluster.push_back(r.local_density.back() < dt ? static_cast<std::int32_t>(1 + row % k) : 0);
+  }
+  const auto g = static_cast<std::size_t>(info.n_genes());
+  const auto n = static_cast<std::size_t>(info.n_cells);
+  const auto kk = static_cast<std::size_t>(k);
+  r.spectra.resize(kk * g);
+  for (auto& v : r.spectra) v = value();
+  r.usages.resize(n * kk);
+  for (auto& v : r.usages) v = f32(10.0 * value());
+  r.float32 = float32;
+  r.has_tpm = tpm;
+  if (tpm) {
+    for (std::size_t j = 0; j < g + 3; ++j) r.tpm_genes.push_back("T" + std::to_string(j) + (j == 2 ? "\xc3\xa9" : ""));
+    r.spectra_tpm.resize(kk * (g + 3));
+    for (auto& v : r.spectra_tpm) v = f32(1e4 * value());
+    r.spectra_score.resize(kk * (g + 3));
+    for (auto& v : r.spectra_score) v = value() - 0.5;
+    r.starcat.resize(kk * g);
+    for (auto& v : r.starcat) v = value();
+  }
+  return r;
+}
+
+/// A k-selection table for every k of the run, a function of `version` alone.
+inline io::KSelectionTable synthetic_k_selection(const io::RunInfo& info, int version) {
+  io::KSelectionTable t;
+  t.settings.local_density_threshold = 0.5;
+  t.settings.refit = info.solver;
+  t.settings.counts = info.input;
+  RandomState rs(static_cast<std::uint32_t>(77 + version));
+  for (int k : info.ks) {
+    t.k.push_back(k);
+    t.local_density_threshold.push_back(0.5);
+    t.silhouette.push_back(rs.random_sample());
+    t.prediction_error.push_back(1000.0 * rs.random_sample() + version);
+  }
+  return t;
+}
+
+/// The additions of the kill tests' update number `version`: consensus of k = 3 (with
+/// float32 TPM outputs) and k = 5 at threshold 0.5, the cell names and the k-selection table.
+inline io::ResultsAdditions synthetic_update(const io::RunInfo& info, int version) {
+  io::ResultsAdditions add;
+  add.consensus = {synthetic_consensus(info, 3, 0.5, version, true, true),
+                   synthetic_consensus(info, 5, 0.5, version, false)};
+  for (std::int64_t i = 0; i < info.n_cells; ++i) add.cells.push_back("cell-" + std::to_string(i));
+  add.k_selection = synthetic_k_selection(info, version);
+  return add;
+}
+
 }  // namespace knmf::test

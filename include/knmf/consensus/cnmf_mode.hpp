@@ -53,6 +53,10 @@ struct CnmfConsensusOutcome {
   int k = 0;
   ConsensusResult result;
   MergedSpectra merged;
+  /// The usages (with TPM) and the TPM spectra are float32 numbers (the TPM matrix is
+  /// float32, as in cNMF), written as float32.
+  bool float32 = false;
+  std::vector<std::string> tpm_genes;   ///< genes of the TPM outputs (empty without TPM)
   std::vector<std::string> files;       ///< every file written, in writing order
 };
 

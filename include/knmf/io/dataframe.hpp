@@ -36,7 +36,8 @@ struct DataFrame {
   std::int64_t cols = 0;
   /// numpy dtype of the values as stored (or to store): "<f8" (default), "<f4", "<i8",
   /// "<i4", "|b1", ..., or "|O" for an object (mixed-type) frame such as cNMF's job table.
-  /// Writers store float types as float64 and integer/bool types as int64.
+  /// Writers store float32 frames ("<f4", any byte order) as '<f4' (values rounded to
+  /// float32), other float types as float64, and integer/bool types as int64.
   std::string data_descr = "<f8";
   /// rows*cols values, row-major, for numeric frames (integers converted to double,
   /// exact up to 2^53). Empty for object frames.
@@ -48,6 +49,9 @@ struct DataFrame {
 
   /// True when the values are an object array (see object_data).
   bool is_object() const { return data_descr == "|O"; }
+  /// True for a float32 frame (data_descr "<f4", ">f4" or "=f4"): its values are float32
+  /// numbers held as double, written as '<f4' and printed at float32 precision.
+  bool is_float32() const;
   /// Value (r, c) of a numeric frame.
   double at(std::int64_t r, std::int64_t c) const { return data[static_cast<std::size_t>(r * cols + c)]; }
   /// Cell (r, c) of an object frame.
@@ -63,7 +67,8 @@ struct DataFrame {
 DataFrame read_df_npz(const std::string& path);
 
 /// Write a `.df.npz` atomically (deflate ZIP of data.npy, index.npy, columns.npy; data as
-/// float64, or int64 for integer/bool frames; labels as int64 or '<U{maxlen}' arrays).
+/// float32 for float32 frames (see DataFrame::is_float32), float64 for other float frames,
+/// int64 for integer/bool frames; labels as int64 or '<U{maxlen}' arrays).
 /// InputError naming the path when the destination cannot be written, or when the frame
 /// cannot be stored without pickles (object data, labels mixing ints and strings) or is
 /// inconsistent (vector sizes vs rows/cols).

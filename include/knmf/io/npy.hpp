@@ -49,6 +49,8 @@ struct NpyArray {
 
   /// A float64 ('<f8') array; `values` in C order.
   static NpyArray from_doubles(std::vector<std::int64_t> shape, std::vector<double> values);
+  /// A float32 ('<f4') array: `values` in C order, rounded to float32 when written.
+  static NpyArray from_float32(std::vector<std::int64_t> shape, std::vector<double> values);
   /// An int64 ('<i8') array.
   static NpyArray from_int64(std::vector<std::int64_t> shape, std::vector<std::int64_t> values);
   /// An int32 ('<i4') array; values must fit in int32 (InputError otherwise, when written).
@@ -67,7 +69,8 @@ NpyArray parse_npy(std::string_view bytes, const std::string& what);
 
 /// Encode an array as `.npy` bytes, exactly as numpy 1.24's `np.save` lays them out
 /// (header keys sorted, growth-axis padding, data 64-byte aligned; v1.0 unless the header
-/// needs v2.0). Writes float64 for Float, int64 or int32 (per `descr` "<i4") for Int,
+/// needs v2.0). Writes float64 for Float (float32, each value rounded to nearest, when
+/// `descr` is "<f4"), int64 or int32 (per `descr` "<i4") for Int,
 /// bool for Bool and '<U{maxlen}' for Unicode, always C order. Object arrays are not
 /// written (no pickles): InputError. Also InputError when the value count does not match
 /// the shape or a value does not fit the requested dtype; `what` prefixes those messages.

@@ -3,11 +3,12 @@
 /// knmf's native results file (HDF5): every replicate of a `knmf factorize` run, written so
 /// that a run killed at any moment can be resumed without losing committed replicates.
 ///
-/// Schema (format_version 1; docs/results-file.md is the long form):
+/// Schema (format_version 2; docs/results-file.md is the long form; version 1 is version 2
+/// without /consensus and /k_selection, and is read as well):
 ///
 ///   /                  attributes
 ///     format           str    "knmf-results"
-///     format_version   int64  1
+///     format_version   int64  2 (1 in files of earlier knmf versions)
 ///     knmf_version, kokkos_version, backend, device   str    (the session that created it)
 ///     batch_size       int64  (the session that created it)
 ///     created          str    ISO 8601 UTC, e.g. "2024-05-01T12:34:56Z"
@@ -34,6 +35,14 @@
 ///     error_at_init, final_error, seconds   float64 [n_iter]
 ///     status           int8 enum [n_iter]: pending 0, converged 1, max_iter 2, non_finite 3
 ///     completed        uint8   [n_iter]: 1 once the replicate is committed
+///   /consensus         (optional) consensus of `knmf consensus --results`:
+///     cells            str[n]   obs names of X (the rows of every `usages`)
+///     k_<k>/dt_<T>     one group per k and density threshold (T as cNMF writes it: 0_5);
+///                      datasets spectra, usages, replicate_rows, local_density, cluster,
+///                      and with TPM tpm_genes, spectra_tpm, spectra_score, starcat;
+///                      attributes: the options and the stability and error (ConsensusRecord)
+///   /k_selection       (optional) `knmf k-selection --results`: datasets k,
+///                      local_density_threshold, silhouette, prediction_error [m]
 ///
 /// A replicate's values count only when its `completed` flag is 1; the others hold zeros or
 /// the data of an uncommitted write.
@@ -49,11 +58,17 @@
 /// any HDF5 reader, h5py included, without h5clear. Compression (gzip_level > 0) would make
 /// chunk sizes change with each write, so it is applied once, by `finish()`, which rewrites
 /// the completed file compressed under a temporary name and renames it into place.
+///
+/// Consensus outputs are added by update_results_file(), which builds a new file under a
+/// temporary name (an HDF5 copy of every object, plus the new groups), syncs it, and renames
+/// it over the original, which it only reads: a process killed at any moment leaves either
+/// the old file, unchanged, or the new one, both whole.
 
 #include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -63,8 +78,8 @@
 
 namespace knmf::io {
 
-/// The schema version this code writes and reads.
-inline constexpr int results_format_version = 1;
+/// The schema version this code writes; it reads every version from 1 to this one.
+inline constexpr int results_format_version = 2;
 
 /// State of one replicate, as stored in /k_<k>/status (an HDF5 int8 enum).
 enum class ReplicateState : std::int8_t {
@@ -196,6 +211,114 @@ struct ReplicateTable {
   std::vector<std::uint8_t> completed;
 };
 
+// ---- consensus outputs (format_version 2) ---------------------------------------------------
+
+/// How a consensus (or a k-selection) was computed: recorded as attributes of its group.
+struct ConsensusSettings {
+  double local_density_threshold = 0.5;  ///< keep replicate spectra with density below this
+  double local_neighborhood_size = 0.30; ///< neighbours as a fraction of the replicates
+  int kmeans_n_init = 10;                ///< k-means restarts
+  std::int64_t kmeans_seed = 1;          ///< k-means random_state
+  int kmeans_max_iter = 300;
+  double kmeans_tol = 1e-4;
+  /// The usage refit's solver: solver, tol, max_iter, alpha_W, alpha_H, l1_ratio are recorded.
+  SolverOptions refit;
+  std::string counts;                    ///< X (.h5ad) the usages were refitted on
+  std::string tpm;                       ///< TPM (.h5ad) of the TPM outputs; "" when none
+  // provenance: filled in by update_results_file() when empty
+  std::string created;                   ///< ISO 8601 UTC
+  std::string knmf_version, kokkos_version, backend, device;
+};
+
+/// The consensus of one k at one density threshold: /consensus/k_<k>/dt_<T>.
+/// Matrices are row-major; g = the run's genes (/genes), n = its cells.
+struct ConsensusRecord {
+  int k = 0;
+  ConsensusSettings settings;
+  int n_neighbors = 0;            ///< neighbours of the local density
+  double silhouette = 0.0;        ///< stability (NaN when undefined)
+  double prediction_error = 0.0;  ///< ||X - W H||_F^2 of the usage refit on X
+  int refit_n_iter = 0;           ///< iterations of that refit
+  ReplicateState refit_status = ReplicateState::pending;  ///< its outcome
+  /// The non-zero replicate spectra, as rows of the run's stacked spectra of k
+  /// (row = iter * k + topic - 1, i.e. /k_<k>/spectra reshaped to (n_iter * k, g)).
+  std::vector<std::int64_t> replicate_rows;
+  std::vector<double> local_density;  ///< of each replicate_rows entry
+  /// Program (1..k, as numbered in `spectra`) each replicate_rows entry was clustered
+  /// into; 0 when the density filter dropped it.
+  std::vector<std::int32_t> cluster;
+  std::vector<double> spectra;        ///< k x g consensus spectra (rows sum to 1); float64
+  std::vector<double> usages;         ///< n x k usages (cNMF's usages file)
+  /// usages and spectra_tpm are float32 numbers, stored as float32 (as cNMF stores them
+  /// when its TPM matrix is float32).
+  bool float32 = false;
+  bool has_tpm = false;               ///< the TPM outputs below are present
+  std::vector<std::string> tpm_genes; ///< gt genes of the TPM matrix
+  std::vector<double> spectra_tpm;    ///< k x gt (cNMF's gene_spectra_tpm)
+  std::vector<double> spectra_score;  ///< k x gt (gene_spectra_score); float64
+  std::vector<double> starcat;        ///< k x g (starcat_spectra); float64
+};
+
+/// cNMF's k-selection statistics: /k_selection (one row per k).
+struct KSelectionTable {
+  ConsensusSettings settings;  ///< the threshold is recorded, not applied (as cNMF)
+  std::vector<int> k;
+  std::vector<double> local_density_threshold, silhouette, prediction_error;
+};
+
+/// Which consensus groups a file holds.
+struct ConsensusKey {
+  int k = 0;
+  double local_density_threshold = 0.0;
+  std::string group;  ///< "/consensus/k_7/dt_0_5"
+};
+
+/// The path of the consensus group of k at a density threshold: "/consensus/k_7/dt_0_5"
+/// (the threshold as cNMF writes it in file names, io::density_threshold_string).
+std::string consensus_group(int k, double local_density_threshold);
+
+/// What update_results_file() adds; each entry replaces the group of the same name.
+struct ResultsAdditions {
+  std::vector<ConsensusRecord> consensus;  ///< each replaces /consensus/k_<k>/dt_<T>
+  /// obs names of X (n of them) for /consensus/cells; empty: kept as they are (required
+  /// when the file has none yet and `consensus` is not empty).
+  std::vector<std::string> cells;
+  std::optional<KSelectionTable> k_selection;  ///< replaces /k_selection
+};
+
+/// Steps of update_results_file(), reported to ResultsUpdateOptions::on_step (kill tests).
+enum class UpdateStep {
+  copied,   ///< the new file is whole under its temporary name and synced, not renamed yet
+  renamed,  ///< it replaced the original (and the folder is synced)
+};
+
+struct ResultsUpdateOptions {
+  /// Called at each UpdateStep; may throw to abandon the update (before `renamed`: the
+  /// original stays as it was).
+  std::function<void(UpdateStep)> on_step;
+};
+
+/// Add consensus outputs (and/or the k-selection table) to the results file `path`,
+/// replacing groups of the same k and threshold. The file is rebuilt under a temporary name
+/// in its folder (every object copied, the additions written, format_version set to 2),
+/// synced and renamed over `path`. The original is only read, under an exclusive flock()
+/// (the lock HDF5 takes for writing): a `knmf factorize` resumed meanwhile is refused, and
+/// while one writes the file the update is refused. Killed at any moment, `path` is the old
+/// file (unchanged, byte for byte) or the new one, never a mix (a stray temporary
+/// `.NAME.tmp-*` may be left). Needs free space for a second copy of the file. Open
+/// ResultsReaders (any process) keep reading the file they opened.
+/// InputError (naming the file and the value) when the file is not a results file, is
+/// locked, its folder is not writable, or an addition does not fit the run (k not a k of the
+/// run, wrong shapes, a threshold outside (0, 2], the same group twice).
+void update_results_file(const std::filesystem::path& path, const ResultsAdditions& additions,
+                         const ResultsUpdateOptions& opts = {});
+
+/// Check, before long work, that update_results_file(path, ...) can run now: `path` is a
+/// knmf results file of a version this knmf reads, no process holds it open for writing
+/// (HDF5 file lock), and its folder accepts new files. InputError naming the file and the
+/// reason otherwise. Changes nothing.
+void check_results_updatable(const std::filesystem::path& path);
+
 /// Reads a results file. Opening checks the schema (metadata only); data is read on demand,
 /// per k or per replicate. Opening does not lock the file, so a file that a writer has open
 /// can be read too: its structure never changes during a run, and `completed` tells which
@@ -234,6 +357,19 @@ public:
   std::vector<double> spectra(int k, int iter) const;
   /// Usages of one replicate: n x k, row-major (InputError when the run did not save usages).
   std::vector<double> usages(int k, int iter) const;
+
+  /// The file's format_version (1 or 2).
+  int format_version() const;
+  /// The consensus groups in the file, by k then threshold (empty for version-1 files).
+  std::vector<ConsensusKey> consensus_list() const;
+  /// True when /consensus/k_<k>/dt_<T> exists (T = density_threshold_string(threshold)).
+  bool has_consensus(int k, double local_density_threshold) const;
+  /// The consensus of k at that threshold (InputError naming what exists when absent).
+  ConsensusRecord consensus(int k, double local_density_threshold) const;
+  /// /consensus/cells: the obs names the consensus usages refer to (empty when absent).
+  std::vector<std::string> consensus_cells() const;
+  /// /k_selection, when present.
+  std::optional<KSelectionTable> k_selection() const;
 
 private:
   struct Impl;
