@@ -175,12 +175,17 @@ if sp:
         p("The sparse path was faster (or slower) at every measured density; the default"
           " crossover `sparse_density_crossover` = 25% stands.")
     p()
-    p("The product with X^T uses a second CSR copy of X (its CSC), built once on the device by"
-      " a deterministic blocked counting sort, rather than a transposed SpMM on the CSR: the"
-      " scatter of a transposed product needs atomics on every output column (GPU) or per-thread"
-      " copies of Q (CPU), and its summation order would depend on scheduling, so results would"
-      " not be reproducible; the gather over the CSC has neither problem and costs one more"
-      " copy of X (nnz · (4 + s) bytes).")
+    tr = load("transpose.json")
+    if tr:
+        p(f"The product with Xᵀ (Q = W X, R·k = {tr['rk']}, {tr['n']:,} x {tr['g']:,}, nnz"
+          f" {tr['nnz']:,}, fp32): a gather over a second CSR copy of Xᵀ (its CSC, built once on"
+          f" the device by a deterministic blocked counting sort) takes"
+          f" **{tr['csc_gather_seconds']:.3f} s**; KokkosSparse's transposed SpMM on the CSR"
+          f" (`spmv(\"T\")`) takes **{tr['spmv_transposed_seconds']:.3f} s**"
+          f" ({tr['spmv_transposed_seconds'] / tr['csc_gather_seconds']:.1f}x slower). knmf keeps"
+          f" the CSC copy: faster, and its sums run in a fixed order (the scatter of a transposed"
+          f" product needs atomics, so its results would depend on scheduling), at the cost of a"
+          f" second copy of X (nnz · (4 + s) bytes).")
 else:
     missing("sparse")
 p()

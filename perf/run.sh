@@ -83,6 +83,8 @@ if want sparse; then
       it --n $n --density $d --R 4 --k 20 --format $f --iters 1,4 --repeats $(q 1 3) >> $RES/sparse.jsonl
     done
   done
+  log "X^T products: CSC gather vs KokkosSparse transposed SpMM"
+  "$B/perf/knmf_bench_transpose" $(q "20000 2000 0.05 80" "200000 2000 0.05 80") > $RES/transpose.json
   log "1M x 2000 at 5%, 50 iterations"
   it --n $(q 100000 1000000) --density 0.05 --R 4 --k 20 --format sparse --iters 1,50 --repeats 1 \
     > $RES/million.json
