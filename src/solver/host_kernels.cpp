@@ -1,9 +1,13 @@
 #include "detail/host_kernels.hpp"
 
 #if defined(__GNUC__) && !defined(__clang__) && !defined(__CUDACC__) && defined(__x86_64__)
+#define KNMF_X86_DISPATCH 1
 #define KNMF_MULTIVERSION __attribute__((target_clones("avx512f", "avx2", "default")))
+#define KNMF_TARGET(isa) __attribute__((target(isa)))
 #else
+#define KNMF_X86_DISPATCH 0
 #define KNMF_MULTIVERSION
+#define KNMF_TARGET(isa)
 #endif
 
 namespace knmf::detail {
@@ -30,6 +34,21 @@ template <class T, int B>
 }
 
 template <class T, int B>
+[[gnu::always_inline]] inline void gather_tail(std::int64_t p0, std::int64_t p1,
+                                               const std::int32_t* __restrict__ entries,
+                                               const T* __restrict__ values, const T* __restrict__ in,
+                                               std::int64_t ld_in, T* __restrict__ dst,
+                                               std::int64_t rb, std::int64_t rows, bool accumulate) {
+  if constexpr (B >= 1) {
+    if (rb + B <= rows) {
+      gather_block<T, B>(p0, p1, entries, values, in, ld_in, dst, rb, accumulate);
+      rb += B;
+    }
+    gather_tail<T, B / 2>(p0, p1, entries, values, in, ld_in, dst, rb, rows, accumulate);
+  }
+}
+
+template <class T, int B>
 [[gnu::always_inline]] inline void gather_impl(const std::int64_t* __restrict__ row_map, std::int64_t base,
                         const std::int32_t* __restrict__ entries, const T* __restrict__ values,
                         std::int64_t a0, std::int64_t a1, const T* __restrict__ in,
@@ -40,24 +59,8 @@ template <class T, int B>
     T* __restrict__ dst = out + a * ld_out;
     std::int64_t rb = 0;
     for (; rb + B <= rows; rb += B) gather_block<T, B>(p0, p1, entries, values, in, ld_in, dst, rb, accumulate);
-    // the remainder in halving blocks: at most log2(B) more passes over the row
-    if (rb + B / 2 <= rows) {
-      gather_block<T, B / 2>(p0, p1, entries, values, in, ld_in, dst, rb, accumulate);
-      rb += B / 2;
-    }
-    if (rb + B / 4 <= rows) {
-      gather_block<T, B / 4>(p0, p1, entries, values, in, ld_in, dst, rb, accumulate);
-      rb += B / 4;
-    }
-    if (rb + B / 8 <= rows) {
-      gather_block<T, B / 8>(p0, p1, entries, values, in, ld_in, dst, rb, accumulate);
-      rb += B / 8;
-    }
-    if (rb + 2 <= rows) {
-      gather_block<T, 2>(p0, p1, entries, values, in, ld_in, dst, rb, accumulate);
-      rb += 2;
-    }
-    if (rb < rows) gather_block<T, 1>(p0, p1, entries, values, in, ld_in, dst, rb, accumulate);
+    // the remainder (< B rows) in halving blocks: one pass per set bit of its size
+    gather_tail<T, B / 2>(p0, p1, entries, values, in, ld_in, dst, rb, rows, accumulate);
   }
 }
 
@@ -147,22 +150,68 @@ double host_cd_sweep(const double* Gl, double l1, int k, float* F, const float* 
   return cd_impl(Gl, l1, k, F, Num, ld, row0, j0, j1);
 }
 
-KNMF_MULTIVERSION
+// The gathers: one variant per vector width with a register block to match (32 zmm, 16 ymm,
+// 16 xmm registers), chosen once from the CPU's features.
+#define KNMF_GATHER_VARIANT(NAME, ISA, T, B)                                                      \
+  KNMF_TARGET(ISA)                                                                                 \
+  void NAME(const std::int64_t* row_map, std::int64_t base, const std::int32_t* entries,          \
+            const T* values, std::int64_t a0, std::int64_t a1, const T* in, std::int64_t ld_in,     \
+            T* out, std::int64_t ld_out, std::int64_t rows, bool accumulate) {                      \
+    gather_impl<T, B>(row_map, base, entries, values, a0, a1, in, ld_in, out, ld_out, rows,         \
+                      accumulate);                                                                 \
+  }
+
+namespace {
+#if KNMF_X86_DISPATCH
+KNMF_GATHER_VARIANT(gather_d512, "avx512f", double, 32)
+KNMF_GATHER_VARIANT(gather_f512, "avx512f", float, 64)
+KNMF_GATHER_VARIANT(gather_d256, "avx2", double, 16)
+KNMF_GATHER_VARIANT(gather_f256, "avx2", float, 32)
+#endif
+KNMF_GATHER_VARIANT(gather_dbase, "default", double, 8)
+KNMF_GATHER_VARIANT(gather_fbase, "default", float, 16)
+
+int vector_level() {
+#if KNMF_X86_DISPATCH
+  static const int level = [] {
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f")) return 2;
+    if (__builtin_cpu_supports("avx2")) return 1;
+    return 0;
+  }();
+  return level;
+#else
+  return 0;
+#endif
+}
+}  // namespace
+
 void host_gather(const std::int64_t* row_map, std::int64_t base, const std::int32_t* entries,
                  const double* values, std::int64_t a0, std::int64_t a1, const double* in,
                  std::int64_t ld_in, double* out, std::int64_t ld_out, std::int64_t rows,
                  bool accumulate) {
-  gather_impl<double, 16>(row_map, base, entries, values, a0, a1, in, ld_in, out, ld_out, rows,
-                          accumulate);
+#if KNMF_X86_DISPATCH
+  switch (vector_level()) {
+    case 2: return gather_d512(row_map, base, entries, values, a0, a1, in, ld_in, out, ld_out, rows, accumulate);
+    case 1: return gather_d256(row_map, base, entries, values, a0, a1, in, ld_in, out, ld_out, rows, accumulate);
+    default: break;
+  }
+#endif
+  gather_dbase(row_map, base, entries, values, a0, a1, in, ld_in, out, ld_out, rows, accumulate);
 }
 
-KNMF_MULTIVERSION
 void host_gather(const std::int64_t* row_map, std::int64_t base, const std::int32_t* entries,
                  const float* values, std::int64_t a0, std::int64_t a1, const float* in,
                  std::int64_t ld_in, float* out, std::int64_t ld_out, std::int64_t rows,
                  bool accumulate) {
-  gather_impl<float, 32>(row_map, base, entries, values, a0, a1, in, ld_in, out, ld_out, rows,
-                         accumulate);
+#if KNMF_X86_DISPATCH
+  switch (vector_level()) {
+    case 2: return gather_f512(row_map, base, entries, values, a0, a1, in, ld_in, out, ld_out, rows, accumulate);
+    case 1: return gather_f256(row_map, base, entries, values, a0, a1, in, ld_in, out, ld_out, rows, accumulate);
+    default: break;
+  }
+#endif
+  gather_fbase(row_map, base, entries, values, a0, a1, in, ld_in, out, ld_out, rows, accumulate);
 }
 
 }  // namespace knmf::detail
