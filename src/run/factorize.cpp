@@ -263,6 +263,34 @@ void log_header(const FactorizeConfig& c, const RunPlan& plan, const io::H5adInf
 
 namespace {
 
+/// Throws (before anything is allocated or written) when even one replicate of the largest k,
+/// or the forced --batch, cannot fit next to X (or next to its streaming buffers).
+template <class T>
+void check_fits(const FactorizeConfig& c, const io::H5adInfo& info, const std::vector<int>& ks) {
+  const int s = int(sizeof(T));
+  const std::int64_t budget = run_budget(c);
+  const bool file_sparse = info.format != io::StorageFormat::Dense;
+  const std::int64_t nnz = file_sparse ? info.nnz : info.n_obs * info.n_vars;
+  const std::int64_t dense_bytes = info.n_obs * info.n_vars * s;
+  const std::int64_t sparse_bytes = CsrMatrix<T>::bytes_for(info.n_obs, info.n_vars, nnz, s);
+  const auto choice = choose_format(c.format, file_sparse,
+                                    double(nnz) / (double(info.n_obs) * double(info.n_vars)),
+                                    dense_bytes, sparse_bytes, budget);
+  const std::int64_t bytes_x = choice.sparse ? sparse_bytes : dense_bytes;
+  for (int k : ks) {
+    const std::int64_t one = bytes_per_replicate(info.n_obs, info.n_vars, k, s, false) +
+                             std::int64_t(k) * std::max(info.n_obs, info.n_vars) * s +
+                             (std::int64_t(8) << 20);
+    if (bytes_x + one > budget && (budget - one) / 4 <= 0)
+      input_error("not enough device memory: one replicate of k = ", k, " needs ",
+                  format_bytes(double(one)), " next to X's streaming buffers, but only ",
+                  format_bytes(double(budget)), " are available");
+    if (c.batch > 0)  // throws with the bytes needed when the forced batch cannot fit
+      plan_batch(info.n_obs, info.n_vars, k, s, std::min(bytes_x, std::max<std::int64_t>(0, budget - one)),
+                 budget, c.batch, c.batch);
+  }
+}
+
 template <class T>
 FactorizeSummary run_typed(const FactorizeConfig& c, std::ostream& log) {
   const auto t0 = std::chrono::steady_clock::now();
@@ -270,8 +298,12 @@ FactorizeSummary run_typed(const FactorizeConfig& c, std::ostream& log) {
   if (c.cnmf_mode()) plan = plan_cnmf(c);
   if (!c.cnmf_mode()) require_file(c.input, "input");
   auto reader = io::H5adReader::open(c.cnmf_mode() ? plan.x_path : c.input);
-  if (!c.cnmf_mode()) plan = plan_native(c, reader, true);
   const auto& info = reader.info();
+  if (!c.cnmf_mode()) {
+    // Before the results file exists: a run that cannot fit stops here, leaving nothing.
+    check_fits<T>(c, info, c.ks);
+    plan = plan_native(c, reader, true);
+  }
   log_header(c, plan, info, log);
   FactorizeSummary empty;
   empty.jobs_total = plan.total;

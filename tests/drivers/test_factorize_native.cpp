@@ -141,3 +141,30 @@ TEST_F(Native, UnwritableOutputIsRefusedWithoutOutput) {
 }
 
 }  // namespace
+
+namespace {
+using namespace knmf::test;
+TEST(NativePlan, RunThatCannotFitOneReplicateStopsBeforeAllocating) {
+  if (!require_shared("the memory-plan test")) {
+    if (std::getenv("KNMF_ALLOW_MISSING_SHARED")) GTEST_SKIP();
+    FAIL();
+  }
+  TempDir tmp("knmf-native-mem");
+  const auto in = (shared_dir() / "data" / "cnmf-pbmc-donor-a" / "prepare" / "pbmcA" / "cnmf_tmp" /
+                   "pbmcA.norm_counts.h5ad").string();
+  const auto r = run_knmf({"factorize", in, "-k", "7", "--n-iter", "2", "-o",
+                           (tmp.path() / "r.h5").string(), "--device-memory-limit", "1M"});
+  EXPECT_NE(r.status, 0);
+  const auto ls = lines(r.out);
+  ASSERT_FALSE(ls.empty());
+  EXPECT_NE(ls.back().find("one replicate of k = 7 needs"), std::string::npos) << r.out;
+  EXPECT_NE(ls.back().find("available"), std::string::npos) << r.out;
+  EXPECT_FALSE(std::filesystem::exists(tmp.path() / "r.h5")) << "no output for a run that cannot start";
+  // a forced --batch that does not fit is refused the same way
+  const auto b = run_knmf({"factorize", in, "-k", "7", "--n-iter", "2", "-o",
+                           (tmp.path() / "b.h5").string(), "--batch", "100000", "--quiet"});
+  EXPECT_NE(b.status, 0);
+  EXPECT_NE(b.out.find("--batch 100000 needs"), std::string::npos) << b.out;
+  EXPECT_FALSE(std::filesystem::exists(tmp.path() / "b.h5"));
+}
+}  // namespace
