@@ -94,19 +94,8 @@ template DistributedMatrix<CsrMatrix<double>> load_distributed_csr<double>(MPI_C
 }  // namespace knmf::mpi
 
 namespace knmf {
-#define KNMF_INSTANTIATE(M)                                                                    \
-  template void factorize<M>(const ExecSpace&, const M&, int, const JobSource&, int,            \
-                             const SolverOptions&, const ResultCallback&,                       \
-                             const IterationCallback&);                                         \
-  template std::vector<ReplicateResult> factorize<M>(const ExecSpace&, const M&,                \
-                                                     const std::vector<Job>&, int,              \
-                                                     const SolverOptions&);                     \
-  template std::vector<RefitResult> refit_usages<M>(const ExecSpace&, const M&,                 \
-                                                    const std::vector<std::vector<double>>&,    \
-                                                    int, int, const SolverOptions&);
-KNMF_INSTANTIATE(mpi::DistributedMatrix<DenseMatrix<float>>)
-KNMF_INSTANTIATE(mpi::DistributedMatrix<DenseMatrix<double>>)
-KNMF_INSTANTIATE(mpi::DistributedMatrix<CsrMatrix<float>>)
-KNMF_INSTANTIATE(mpi::DistributedMatrix<CsrMatrix<double>>)
-#undef KNMF_INSTANTIATE
+KNMF_INSTANTIATE_SOLVER(mpi::DistributedMatrix<DenseMatrix<float>>)
+KNMF_INSTANTIATE_SOLVER(mpi::DistributedMatrix<DenseMatrix<double>>)
+KNMF_INSTANTIATE_SOLVER(mpi::DistributedMatrix<CsrMatrix<float>>)
+KNMF_INSTANTIATE_SOLVER(mpi::DistributedMatrix<CsrMatrix<double>>)
 }  // namespace knmf

@@ -379,18 +379,12 @@ FactorizeSummary run_typed(const FactorizeConfig& c0, const DistributeOptions& d
 
   const int s = int(sizeof(T));
   const std::int64_t budget = detail::run_budget(c);
-  const bool file_sparse = info.format != io::StorageFormat::Dense;
-  const std::int64_t nnz = file_sparse ? info.nnz : info.n_obs * info.n_vars;
-  const double density = double(nnz) / (double(info.n_obs) * double(info.n_vars));
-  const std::int64_t dense_bytes = info.n_obs * info.n_vars * s;
-  const std::int64_t sparse_bytes = CsrMatrix<T>::bytes_for(info.n_obs, info.n_vars, nnz, s);
-  const auto choice = choose_format(c.format, file_sparse, density, dense_bytes, sparse_bytes, budget);
-  const std::int64_t bytes_x = choice.sparse ? sparse_bytes : dense_bytes;
   int k_max = 1;
   for (const auto& j : plan.jobs) k_max = std::max(k_max, j.k);
-  const std::int64_t one = bytes_per_replicate(info.n_obs, info.n_vars, k_max, s, false) +
-                           std::int64_t(k_max) * std::max(info.n_obs, info.n_vars) * s +
-                           (std::int64_t(8) << 20);
+  // (the row partition divides X over the ranks: plan with a single rank's share)
+  const auto x = detail::plan_x(c, info, k_max, s, budget * size);
+  const auto& choice = x.choice;
+  const std::int64_t bytes_x = x.bytes_x, one = x.one;
   std::string mode = dist.mode;
   if (mode == "auto") mode = (size > 1 && bytes_x + one > budget) ? "rows" : "jobs";
   ExecSpace space;

@@ -251,6 +251,30 @@ std::int64_t run_budget(const FactorizeConfig& c) {
   return budget;
 }
 
+XPlan plan_x(const FactorizeConfig& c, const io::H5adInfo& info, int k_max, int s,
+             std::int64_t budget) {
+  XPlan x;
+  const bool file_sparse = info.format != io::StorageFormat::Dense;
+  const std::int64_t nnz = file_sparse ? info.nnz : info.n_obs * info.n_vars;
+  const std::int64_t dense_bytes = info.n_obs * info.n_vars * s;
+  const std::int64_t sparse_bytes = CsrMatrix<float>::bytes_for(info.n_obs, info.n_vars, nnz, s);
+  x.choice = choose_format(c.format, file_sparse,
+                           double(nnz) / (double(info.n_obs) * double(info.n_vars)), dense_bytes,
+                           sparse_bytes, budget);
+  x.bytes_x = x.choice.sparse ? sparse_bytes : dense_bytes;
+  x.one = bytes_per_replicate(info.n_obs, info.n_vars, k_max, s, false) +
+          std::int64_t(k_max) * std::max(info.n_obs, info.n_vars) * s + (std::int64_t(8) << 20);
+  x.in_core = x.bytes_x + x.one <= budget;
+  if (!x.in_core) {
+    x.stream_buffer = (budget - x.one) / 4;
+    if (x.stream_buffer <= 0)
+      input_error("not enough device memory: one replicate of k = ", k_max, " needs ",
+                  format_bytes(double(x.one)), " next to X's streaming buffers, but only ",
+                  format_bytes(double(budget)), " are available");
+  }
+  return x;
+}
+
 void log_header(const FactorizeConfig& c, const RunPlan& plan, const io::H5adInfo& info,
                 std::ostream& log) {
   if (c.quiet) return;
@@ -265,28 +289,16 @@ namespace {
 
 /// Throws (before anything is allocated or written) when even one replicate of the largest k,
 /// or the forced --batch, cannot fit next to X (or next to its streaming buffers).
+/// Throws (before anything is allocated or written) when even one replicate of some k, or
+/// the forced --batch, cannot fit next to X (or next to its streaming buffers).
 template <class T>
 void check_fits(const FactorizeConfig& c, const io::H5adInfo& info, const std::vector<int>& ks) {
   const int s = int(sizeof(T));
   const std::int64_t budget = run_budget(c);
-  const bool file_sparse = info.format != io::StorageFormat::Dense;
-  const std::int64_t nnz = file_sparse ? info.nnz : info.n_obs * info.n_vars;
-  const std::int64_t dense_bytes = info.n_obs * info.n_vars * s;
-  const std::int64_t sparse_bytes = CsrMatrix<T>::bytes_for(info.n_obs, info.n_vars, nnz, s);
-  const auto choice = choose_format(c.format, file_sparse,
-                                    double(nnz) / (double(info.n_obs) * double(info.n_vars)),
-                                    dense_bytes, sparse_bytes, budget);
-  const std::int64_t bytes_x = choice.sparse ? sparse_bytes : dense_bytes;
   for (int k : ks) {
-    const std::int64_t one = bytes_per_replicate(info.n_obs, info.n_vars, k, s, false) +
-                             std::int64_t(k) * std::max(info.n_obs, info.n_vars) * s +
-                             (std::int64_t(8) << 20);
-    if (bytes_x + one > budget && (budget - one) / 4 <= 0)
-      input_error("not enough device memory: one replicate of k = ", k, " needs ",
-                  format_bytes(double(one)), " next to X's streaming buffers, but only ",
-                  format_bytes(double(budget)), " are available");
+    const auto x = plan_x(c, info, k, s, budget);
     if (c.batch > 0)  // throws with the bytes needed when the forced batch cannot fit
-      plan_batch(info.n_obs, info.n_vars, k, s, std::min(bytes_x, std::max<std::int64_t>(0, budget - one)),
+      plan_batch(info.n_obs, info.n_vars, k, s, x.in_core ? x.bytes_x : 2 * x.stream_buffer,
                  budget, c.batch, c.batch);
   }
 }
@@ -318,41 +330,24 @@ FactorizeSummary run_typed(const FactorizeConfig& c, std::ostream& log) {
   LocalChannel channel(plan.jobs, store, progress);
   const int s = int(sizeof(T));
   const std::int64_t budget = run_budget(c);
-  const bool file_sparse = info.format != io::StorageFormat::Dense;
-  const std::int64_t nnz = file_sparse ? info.nnz : info.n_obs * info.n_vars;
-  const double density = double(nnz) / (double(info.n_obs) * double(info.n_vars));
-  const std::int64_t dense_bytes = info.n_obs * info.n_vars * s;
-  const std::int64_t sparse_bytes = CsrMatrix<T>::bytes_for(info.n_obs, info.n_vars, nnz, s);
-  const auto choice =
-      choose_format(c.format, file_sparse, density, dense_bytes, sparse_bytes, budget);
-  const std::int64_t bytes_x = choice.sparse ? sparse_bytes : dense_bytes;
-  // In core when X and one replicate of the largest k fit; otherwise X stays in host memory
-  // and streams through two device buffers (a quarter of the room left after one replicate
-  // each), the rest going to replicates.
   int k_max = 1;
   for (const auto& j : plan.jobs) k_max = std::max(k_max, j.k);
-  const std::int64_t one = bytes_per_replicate(info.n_obs, info.n_vars, k_max, s, false) +
-                           std::int64_t(k_max) * std::max(info.n_obs, info.n_vars) * s +
-                           (std::int64_t(8) << 20);
+  const auto x = plan_x(c, info, k_max, s, budget);
+  const auto& choice = x.choice;
   ExecSpace space;
   FactorizeSummary sum;
-  if (bytes_x + one <= budget) {
+  if (x.in_core) {
     if (!c.quiet)
       log << "plan: X in device memory as " << (choice.sparse ? "sparse CSR + CSC" : "dense")
-          << " (" << choice.reason << "), " << format_bytes(double(bytes_x)) << "\n";
+          << " (" << choice.reason << "), " << format_bytes(double(x.bytes_x)) << "\n";
     if (choice.sparse)
-      sum = run_jobs(c, plan, channel, &store, load_csr<T>(space, reader), budget, bytes_x, t0, log);
+      sum = run_jobs(c, plan, channel, &store, load_csr<T>(space, reader), budget, x.bytes_x, t0, log);
     else
-      sum = run_jobs(c, plan, channel, &store, load_dense<T>(space, reader), budget, bytes_x, t0, log);
+      sum = run_jobs(c, plan, channel, &store, load_dense<T>(space, reader), budget, x.bytes_x, t0, log);
   } else {
-    const std::int64_t buffer = (budget - one) / 4;
-    if (buffer <= 0)
-      input_error("not enough device memory: one replicate of k = ", k_max, " needs ",
-                  format_bytes(double(one)), " next to X's streaming buffers, but only ",
-                  format_bytes(double(budget)), " are available");
-    auto X = StreamedMatrix<T>::load(space, reader, choice.sparse, buffer);
+    auto X = StreamedMatrix<T>::load(space, reader, choice.sparse, x.stream_buffer);
     if (!c.quiet)
-      log << "plan: X (" << format_bytes(double(bytes_x)) << " as "
+      log << "plan: X (" << format_bytes(double(x.bytes_x)) << " as "
           << (choice.sparse ? "sparse CSR + CSC" : "dense") << ", " << choice.reason
           << ") does not fit the device budget of " << format_bytes(double(budget))
           << " next to the factors: streamed from host memory in " << X.num_blocks()

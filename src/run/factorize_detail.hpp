@@ -105,6 +105,21 @@ private:
 /// Device memory the run may plan with (free memory, capped by --device-memory-limit).
 std::int64_t run_budget(const FactorizeConfig& c);
 
+/// Where X goes: its device format, its bytes, and whether it stays in device memory next to
+/// one replicate of the largest k or streams from host memory (a quarter of the room left
+/// after one replicate per buffer, the rest going to replicates).
+struct XPlan {
+  FormatChoice choice;
+  std::int64_t bytes_x = 0;        ///< X on the device in the chosen format
+  std::int64_t one = 0;            ///< one replicate of the largest k, with its workspace
+  bool in_core = true;
+  std::int64_t stream_buffer = 0;  ///< bytes per streaming buffer (when not in core)
+};
+/// Throws InputError (before anything is allocated) when not even streaming leaves room for
+/// one replicate.
+XPlan plan_x(const FactorizeConfig& c, const io::H5adInfo& info, int k_max, int element_bytes,
+             std::int64_t budget);
+
 /// One line describing the run (input, jobs, solver).
 void log_header(const FactorizeConfig& c, const RunPlan& plan, const io::H5adInfo& info,
                 std::ostream& log);

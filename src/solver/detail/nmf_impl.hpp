@@ -114,3 +114,16 @@ std::vector<RefitResult> refit_usages(const ExecSpace& space, const XMat& X,
 }
 
 }  // namespace knmf
+
+/// Explicit instantiation of the solver's public templates for matrix type M (inside
+/// namespace knmf).
+#define KNMF_INSTANTIATE_SOLVER(M)                                                             \
+  template void factorize<M>(const ExecSpace&, const M&, int, const JobSource&, int,            \
+                             const SolverOptions&, const ResultCallback&,                       \
+                             const IterationCallback&);                                         \
+  template std::vector<ReplicateResult> factorize<M>(const ExecSpace&, const M&,                \
+                                                     const std::vector<Job>&, int,              \
+                                                     const SolverOptions&);                     \
+  template std::vector<RefitResult> refit_usages<M>(const ExecSpace&, const M&,                 \
+                                                    const std::vector<std::vector<double>>&,    \
+                                                    int, int, const SolverOptions&);
