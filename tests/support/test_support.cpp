@@ -6,7 +6,12 @@
 
 namespace knmf::test {
 
-std::filesystem::path data_dir() { return KNMF_TEST_DATA_DIR; }
+std::filesystem::path data_dir() {
+  // The environment overrides the compiled-in path: test binaries built on one machine and run
+  // on another (perf/gpu/check.sh on the device machine) find tests/data in the copied tree.
+  if (const char* env = std::getenv("KNMF_TEST_DATA_DIR")) return env;
+  return KNMF_TEST_DATA_DIR;
+}
 
 std::filesystem::path shared_dir() {
   if (const char* env = std::getenv("KNMF_SHARED_DIR")) return env;

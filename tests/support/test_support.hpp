@@ -13,7 +13,7 @@
 
 namespace knmf::test {
 
-/// tests/data (committed golden data and fixtures).
+/// tests/data (committed golden data and fixtures); $KNMF_TEST_DATA_DIR overrides it.
 std::filesystem::path data_dir();
 /// ../shared beside the checkout (real matrices, the cNMF reference run).
 std::filesystem::path shared_dir();
