@@ -1,0 +1,294 @@
+#!/usr/bin/env bash
+# The GPU check of knmf, run ON the device machine in one call of the device tool
+# (perf/gpu/README.md gives the exact call). Everything it runs was built on a CPU machine by
+# perf/gpu/prepare.sh and carried in .device/: the CUDA binaries (Kokkos 3.4.01, sm_80 + PTX),
+# a host-OpenMP driver, the shared libraries they need, and the pbmcA data.
+#
+#   bash perf/gpu/check.sh            writes $OUT/summary.md, $OUT/check.log,
+#                                     $OUT/bench_f32.json, $OUT/bench_f64.json and four
+#                                     $OUT/compare_*.json: 8 files, the tool's limit
+#
+# Environment: OUT (default /tmp/knmf-gpu-check-out), KNMF_DEVICE_DIR (default .device),
+#   KNMF_CHECK_GPU_KNMF (a driver to use instead of the CUDA one, "host" for the carried OpenMP
+#   one: a test of this script's factorize/compare/summary on a CPU machine),
+#   KNMF_CHECK_FORCE_LOADER=1 (run knmf's programs through the carried glibc loader even when
+#   the machine's glibc would do),
+#   KNMF_CHECK_BUDGET_S (default 460: the whole check, every step inside it),
+#   KNMF_CHECK_STEPS (default "smi,factorize,bench,tests": a subset reruns only those).
+# Each step runs under `timeout`, a failed step is recorded and the next one runs; the exit
+# status is 0 when every step that ran passed, 1 otherwise. It never resets the GPU or changes
+# its settings (nvidia-smi is only queried).
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+ROOT=$PWD
+D=${KNMF_DEVICE_DIR:-$ROOT/.device}
+OUT=${OUT:-/tmp/knmf-gpu-check-out}
+BUDGET=${KNMF_CHECK_BUDGET_S:-460}
+STEPS=${KNMF_CHECK_STEPS:-smi,factorize,bench,tests}
+START=$(date +%s)
+mkdir -p "$OUT"
+LOG=$OUT/check.log
+SUMMARY=$OUT/summary.md
+WORK=$(mktemp -d /tmp/knmf-gpu-check.XXXXXX)
+RES=$WORK/steps.tsv  # step, status, seconds, note
+: >"$LOG"
+: >"$RES"
+exec 3>&1  # the call's own output: progress lines (its tail comes back in the reply)
+
+say() { echo "[$(($(date +%s) - START))s] $*" | tee -a "$LOG" >&3; }
+left() { echo $((START + BUDGET - $(date +%s))); }
+want() { [[ ",$STEPS," == *",$1,"* ]]; }
+# Seconds kept back for the phases after factorize / after bench, when they are to run.
+R_BENCH=15
+want tests && R_BENCH=$((R_BENCH + 100))
+R_FACT=$R_BENCH
+want bench && R_FACT=$((R_FACT + 100))
+# cap SECONDS [RESERVE]: SECONDS, or what is left of the budget minus RESERVE if that is less
+cap() {
+  local c=$1 l=$(($(left) - ${2:-15}))
+  ((l < c)) && c=$l
+  ((c < 1)) && c=1
+  echo "$c"
+}
+# step NAME TIMEOUT CMD...: run CMD under timeout, its output into the log, record the outcome
+step() {
+  local name=$1 t=$2 s rc
+  shift 2
+  if (($(left) < 20 || t < 5)); then
+    say "SKIP $name: budget spent"
+    printf '%s\tskipped (budget)\t0\t\n' "$name" >>"$RES"
+    return 99
+  fi
+  s=$(date +%s)
+  say "RUN  $name (timeout ${t}s): $*"
+  { timeout -k 5 "$t" "$@" </dev/null >"$WORK/last.out" 2>&1; rc=$?; } 2>/dev/null  # (no "Aborted" from bash)
+  { echo "----- $name: $*"; cat "$WORK/last.out"; } >>"$LOG"
+  local dt=$(($(date +%s) - s)) st
+  case $rc in
+    0) st=ok ;;
+    124 | 137) st="TIMEOUT (${t}s)" ;;
+    *) st="FAILED (rc $rc)" ;;
+  esac
+  local note=""
+  if ((rc != 0)); then  # the first error-looking line of the output, for the summary
+    note=$(grep -m1 -E 'what\(\):|Kokkos::.*ERROR' "$WORK/last.out" ||
+      grep -m1 -iE 'error|abort|not found|FAILED' "$WORK/last.out" || tail -n1 "$WORK/last.out")
+    note=$(tr -d '\t|`' <<<"${note:0:160}")
+  fi
+  say "     $name: $st in ${dt}s${note:+: $note}"
+  printf '%s\t%s\t%s\t%s\n' "$name" "$st" "$dt" "$note" >>"$RES"
+  return $rc
+}
+
+# ---- what travelled --------------------------------------------------------------------------
+# .device/payload.tar.xz holds the programs and libraries (bin/, host/, lib/); unpack into /tmp.
+P=$D
+if [[ -f $D/payload.tar.xz ]]; then
+  P=$WORK/payload
+  mkdir -p "$P"
+  if ! tar -C "$P" -xJf "$D/payload.tar.xz" 2>>"$LOG"; then
+    python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' \
+      "$D/payload.tar.xz" "$P" 2>>"$LOG"
+  fi
+fi
+if [[ ! -x $P/bin/knmf ]]; then
+  say "no knmf program in $D: run perf/gpu/prepare.sh on the build machine and name .device in carry"
+  printf '# knmf GPU check\n\nNOT RUN: no knmf program in %s (prepare.sh not run, or .device not carried).\n' "$D" >"$SUMMARY"
+  exit 1
+fi
+DATA=$D/shared/data/cnmf-pbmc-donor-a
+H5AD=$DATA/prepare/pbmcA/cnmf_tmp/pbmcA.norm_counts.h5ad
+
+# Libraries: the carried ones, then cuBLAS and the driver from the machine (never carried: too
+# big, and libcuda must be the driver's own). Only knmf's programs get this path (python's
+# packages must not see the carried libstdc++).
+cuda_dirs=""
+for d in /usr/local/nvidia/lib64 /usr/local/nvidia/lib /usr/local/cuda/lib64 \
+  /usr/local/cuda/targets/x86_64-linux/lib; do
+  [[ -d $d ]] && cuda_dirs+=":$d"
+done
+if ! ldconfig -p 2>/dev/null | grep -q 'libcublas\.so\.13 '; then
+  f=$(timeout 30 find /usr/local /opt /usr/lib -name 'libcublas.so.13' -print -quit 2>/dev/null)
+  [[ -n $f ]] && cuda_dirs+=":$(dirname "$f")"
+fi
+LIBPATH=$P/lib$cuda_dirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+# KX prefixes every knmf program: the library path, and the carried glibc's loader when the
+# machine's glibc is older than the build's (decided below).
+KX=(env "LD_LIBRARY_PATH=$LIBPATH")
+export OMP_PROC_BIND=spread OMP_PLACES=threads
+export CUDA_CACHE_MAXSIZE=4294967296  # keep every JIT-compiled kernel of the sm_80 PTX cached
+NPROC=$(nproc)
+
+say "knmf GPU check in $ROOT, carried folder $D, OUT=$OUT, budget ${BUDGET}s, steps $STEPS"
+{
+  echo "----- manifest"
+  cat "$D/MANIFEST" 2>/dev/null
+  echo "----- machine"
+  uname -a
+  ldd --version 2>&1 | head -1
+  echo "nproc $NPROC; library path for knmf: $LIBPATH"
+} >>"$LOG"
+
+# ---- 1. the GPU as found (queries only) ------------------------------------------------------
+GPU_NAME="(no GPU found)"
+if want smi; then
+  step nvidia-smi 20 nvidia-smi
+  step nvidia-smi-query 20 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm,clocks.mem,power.limit,temperature.gpu,utilization.gpu --format=csv
+fi
+n=$(timeout 10 nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
+[[ -n $n ]] && GPU_NAME=$n
+
+# ---- 2. can the programs start here (glibc, libraries, CUDA) ---------------------------------
+LOADER=0
+if [[ ${KNMF_CHECK_FORCE_LOADER:-0} == 1 ]] || "${KX[@]}" "$P/host/knmf" --version 2>&1 | grep -q 'GLIBC_'; then
+  KX=(env "LD_LIBRARY_PATH=$LIBPATH" "$P/lib/glibc/ld-linux-x86-64.so.2" --library-path "$LIBPATH:$P/lib/glibc")
+  LOADER=1
+  say "the machine's glibc is older than the build's: knmf's programs run through the carried loader"
+fi
+# KNMF_CHECK_GPU_KNMF replaces the CUDA driver (a test of this script on a CPU machine: the
+# host driver then plays the GPU's part in the factorize/compare steps).
+GK=${KNMF_CHECK_GPU_KNMF:-$P/bin/knmf}
+[[ $GK == host ]] && GK=$P/host/knmf
+[[ $GK != "$P/bin/knmf" ]] && say "NOTE: the 'gpu' driver is $GK (KNMF_CHECK_GPU_KNMF), not the CUDA build"
+step ldd-gpu 20 env LD_LIBRARY_PATH="$LIBPATH" ldd "$P/bin/knmf"
+step host-version 30 "${KX[@]}" "$P/host/knmf" --version
+step gpu-version 120 "${KX[@]}" "$GK" --version  # first CUDA start: the driver JITs the PTX
+if [[ $GPU_NAME == "(no GPU found)" ]] && grep -q '^device: ' "$WORK/last.out"; then
+  GPU_NAME=$(sed -n 's/^device: \(.*\) (device [0-9]*)$/\1/p' "$WORK/last.out" | head -n1)
+  [[ -n $GPU_NAME ]] || GPU_NAME="(no GPU found)"
+fi
+
+# ---- 3. one job table on the GPU (fp64, fp32, cNMF mode) and on the host; compare ------------
+have_compare=0
+if "${KX[@]}" "$P/host/knmf" compare --help >"$WORK/compare_help" 2>&1; then have_compare=1; fi
+PY=""
+for p in python3 /usr/bin/python3; do
+  if command -v "$p" >/dev/null && "$p" -c 'import h5py, numpy' 2>/dev/null; then PY=$p; break; fi
+done
+COMPARES=$WORK/compares.txt
+: >"$COMPARES"
+# compare NAME A B RTOL MINCOS: knmf compare (or the python fallback for two results files)
+compare() {
+  local name=$1 a=$2 b=$3 rtol=$4 mincos=$5 rc
+  if [[ ! -e $a || ! -e $b ]]; then
+    say "SKIP compare $name: an input is missing"
+    printf 'compare %s\tskipped (input missing)\t0\t\n' "$name" >>"$RES"
+    return
+  fi
+  if ((have_compare)); then
+    step "compare $name" "$(cap 60 $((R_FACT)))" "${KX[@]}" "$P/host/knmf" compare "$a" "$b" --rtol "$rtol" \
+      --min-cos "$mincos" --json "$OUT/compare_$name.json"
+    rc=$?
+    local tool="knmf compare"
+  elif [[ -n $PY && -f $a && -f $b ]]; then
+    step "compare $name (python fallback)" "$(cap 60 $((R_FACT)))" "$PY" perf/gpu/compare_results.py "$a" "$b" \
+      --rtol "$rtol" --min-cos "$mincos" --json "$OUT/compare_$name.json"
+    rc=$?
+    local tool="perf/gpu/compare_results.py (knmf compare not in this build)"
+  else
+    say "SKIP compare $name: no knmf compare in this build and no python3 with h5py (or a cNMF folder)"
+    printf 'compare %s\tskipped (no comparer)\t0\t\n' "$name" >>"$RES"
+    return
+  fi
+  {
+    echo "### $name: \`$(basename "$a")\` vs \`$(basename "$b")\` (rtol $rtol, min-cos $mincos; $tool; exit $rc)"
+    echo
+    echo '```'
+    head -n 20 "$WORK/last.out"
+    local nl
+    nl=$(wc -l <"$WORK/last.out")
+    ((nl > 20)) && echo "... ($((nl - 20)) more lines in check.log)"
+    echo '```'
+    echo
+  } >>"$COMPARES"
+}
+
+if want factorize; then
+  JOBS=(-k 5 6 7 8 --n-iter 20 --seed 14)  # cNMF's pbmcA job table: 80 jobs, cd, tol 1e-4
+  step "factorize gpu fp64" "$(cap 150 $((R_FACT + 90)))" "${KX[@]}" "$GK" factorize "$H5AD" "${JOBS[@]}" \
+    --dtype double -o "$WORK/gpu_f64.h5"
+  step "factorize gpu fp32" "$(cap 90 $((R_FACT + 70)))" "${KX[@]}" "$GK" factorize "$H5AD" "${JOBS[@]}" \
+    --dtype float -o "$WORK/gpu_f32.h5"
+  mkdir -p "$WORK/cnmf"
+  cp -r "$DATA/prepare/pbmcA" "$WORK/cnmf/"
+  cnmf_out=$WORK/cnmf/pbmcA
+  step "factorize gpu cNMF mode" "$(cap 90 $((R_FACT + 50)))" "${KX[@]}" "$GK" factorize \
+    --output-dir "$WORK/cnmf" --name pbmcA || cnmf_out=$WORK/cnmf/failed  # (compare: input missing)
+  step "factorize host fp64 ($NPROC threads)" "$(cap 120 $((R_FACT + 20)))" env OMP_NUM_THREADS="$NPROC" \
+    "${KX[@]}" "$P/host/knmf" factorize "$H5AD" "${JOBS[@]}" \
+    --dtype double -o "$WORK/host_f64.h5"
+  compare host64_gpu64 "$WORK/host_f64.h5" "$WORK/gpu_f64.h5" 1e-6 0.999999
+  compare host64_gpu32 "$WORK/host_f64.h5" "$WORK/gpu_f32.h5" 1e-2 0.999
+  compare gpucnmf_reference "$cnmf_out" "$DATA/reference/pbmcA" 1e-6 0.999999
+  compare gpu64_gpucnmf "$WORK/gpu_f64.h5" "$cnmf_out" 1e-12 0.999999999
+fi
+
+# ---- 4. the iteration benchmark (MU, CD) and cuBLAS GEMM of the same shapes, fp32 and fp64 ----
+# One run per precision: each has its own timeout and JSON, so one stuck run keeps the other.
+if want bench; then
+  step "bench_solver fp32" "$(cap 100 $((R_BENCH + 50)))" "${KX[@]}" "$P/bin/knmf_bench_solver" \
+    --benchmark_filter='<float' --benchmark_out="$OUT/bench_f32.json" --benchmark_out_format=json
+  step "bench_solver fp64" "$(cap 100 $((R_BENCH)))" "${KX[@]}" "$P/bin/knmf_bench_solver" \
+    --benchmark_filter='<double' --benchmark_out="$OUT/bench_f64.json" --benchmark_out_format=json
+fi
+
+# ---- 5. unit tests on the GPU ----------------------------------------------------------------
+TESTS=$WORK/tests.txt
+: >"$TESTS"
+if want tests; then
+  export KNMF_SHARED_DIR=$D/shared KNMF_ALLOW_MISSING_SHARED=1 KNMF_TEST_DATA_DIR=$ROOT/tests/data
+  while read -r t filter; do
+    [[ -z $t || $t == \#* ]] && continue
+    [[ -x $P/bin/$t ]] || { printf '%s\tmissing\t0\t\n' "$t" >>"$RES"; continue; }
+    args=()
+    [[ -n ${filter:-} ]] && args=(--gtest_filter="$filter")
+    step "test $t" "$(cap 90)" "${KX[@]}" "$P/bin/$t" "${args[@]}"
+    grep -E '^\[  (PASSED|FAILED|SKIPPED) +\]|tests? ran' "$WORK/last.out" | sed "s/^/$t: /" >>"$TESTS"
+  done <"$D/tests.txt"
+fi
+
+# ---- summary ---------------------------------------------------------------------------------
+{
+  echo "# knmf GPU check"
+  echo
+  echo "- date: $(date -u +%Y-%m-%dT%H:%M:%SZ); GPU: $GPU_NAME; host: $NPROC CPUs"
+  grep -E '^(git|built|nvcc|kokkos)' "$D/MANIFEST" 2>/dev/null | sed 's/^/- /'
+  ((LOADER)) && echo "- programs ran through the carried glibc loader (machine glibc older than the build's)"
+  echo "- check wall time: $(($(date +%s) - START)) s of a ${BUDGET} s budget; steps: $STEPS"
+  echo
+  echo "## Steps"
+  echo
+  echo "| step | result | s | first error line |"
+  echo "|---|---|---|---|"
+  awk -F'\t' '{printf "| %s | %s | %s | %s |\n", $1, $2, $3, $4}' "$RES"
+  echo
+  if [[ -s $COMPARES ]]; then
+    echo "## Agreement: pbmcA, k = 5..8 x 20 replicates (cNMF's job table), cd, tol 1e-4"
+    echo
+    cat "$COMPARES"
+  fi
+  bench=()
+  for f in "$OUT"/bench_f32.json "$OUT"/bench_f64.json; do [[ -s $f ]] && bench+=("$f"); done
+  if ((${#bench[@]})); then
+    echo "## Iteration benchmark (perf/bench_solver.cpp), medians of 3"
+    echo
+    if command -v python3 >/dev/null; then
+      python3 perf/gpu/summarize_bench.py "${bench[@]}" --gpu "$GPU_NAME" 2>&1
+    else
+      echo "(no python3: raw numbers in bench_f*.json and check.log)"
+    fi
+    echo
+  fi
+  if [[ -s $TESTS ]]; then
+    echo "## Unit tests on the GPU"
+    echo
+    echo '```'
+    cat "$TESTS"
+    echo '```'
+  fi
+} >"$SUMMARY"
+cat "$SUMMARY" >&3
+status=0
+grep -qv $'\tok\t' "$RES" && status=1
+rm -rf "$WORK"
+exit $status

@@ -1,0 +1,177 @@
+#!/usr/bin/env bash
+# Build HERE (a CPU machine with nvcc 13) everything perf/gpu/check.sh runs on the device
+# machine, and stage it in .device/ (git-ignored), the folder the device tool's `carry` names.
+# See perf/gpu/README.md.
+#
+#   perf/gpu/prepare.sh
+#
+# It builds, with MPI off (no OpenMPI to carry):
+#   * CUDA (cmake/bootstrap.sh --cuda: Kokkos 3.4.01 Cuda+OpenMP+Serial, sm_80 code + PTX,
+#     static) in build-device-cuda/: the driver, knmf_bench_solver and the GPU-relevant tests;
+#   * host OpenMP (cmake/bootstrap.sh) in build-device-host/: the driver;
+# then stages in .device/: payload.tar.xz holding bin/ (the CUDA programs), host/knmf, lib/
+# (every shared library they need but the C library, the CUDA driver and cuBLAS, which the
+# device machine has; the CUDA runtime libcudart.so.13 travels) and lib/glibc/ (this machine's C
+# library and loader, used only where the device's glibc is older); next to it shared/ (the
+# pbmcA data), tests.txt (the tests to run, with gtest filters) and MANIFEST. It checks, before
+# packing, that each program's libraries resolve from lib/, that each CUDA program holds sm_80
+# code and compute_80 PTX for every module with kernels, and that the folder plus the working tree
+# stay under the tool's 64 MiB.
+#
+# Environment: KNMF_DEVICE_STAGE (default .device), KNMF_CUDA_BUILD_DIR, KNMF_HOST_BUILD_DIR,
+# KNMF_BUILD_JOBS (default 2), KNMF_SHARED_DIR (default ../shared), KNMF_SKIP_BUILD=1 (stage
+# what is built).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+root=$PWD
+stage=${KNMF_DEVICE_STAGE:-$root/.device}
+cuda_bdir=${KNMF_CUDA_BUILD_DIR:-build-device-cuda}
+host_bdir=${KNMF_HOST_BUILD_DIR:-build-device-host}
+jobs=${KNMF_BUILD_JOBS:-2}
+shared=${KNMF_SHARED_DIR:-$root/../shared}
+limit=$((64 * 1024 * 1024))
+log() { echo "prepare: $*" >&2; }
+
+# The tests worth running on a GPU (device kernels: solver dense/sparse/streamed, refit,
+# clustering, simulation, RNG, the runtime, the loaders) and the gtest filter of each (cases
+# whose shared data does not travel are left out: h5ad_reader's pbmc1k and mouse-brain files,
+# clustering's cNMF-cache comparisons). Each passes in the OpenMP build with the data staged.
+tests_txt='test_runtime
+test_random_state
+test_solver_synthetic
+test_solver_sparse
+test_solver_streamed
+test_solver_real
+test_consensus_refit
+test_consensus_clustering -Pbmc.*
+test_demo_pipeline
+test_h5ad_reader -*pbmc1k*:*mouse*
+test_results_file'
+mapfile -t cuda_tests < <(awk '{print $1}' <<<"$tests_txt")
+
+t0=$(date +%s)
+if [[ ${KNMF_SKIP_BUILD:-0} != 1 ]]; then
+  cuda_prefix=$(cmake/bootstrap.sh --cuda | tail -n1)
+  host_prefix=$(cmake/bootstrap.sh | tail -n1)
+  export PATH=/usr/local/cuda/bin:$PATH
+  cmake -G Ninja -S . -B "$cuda_bdir" -DCMAKE_BUILD_TYPE=Release \
+    -DKokkos_ROOT="$cuda_prefix" -DKokkosKernels_ROOT="$cuda_prefix" \
+    -DCMAKE_CXX_COMPILER="$cuda_prefix/bin/nvcc_wrapper" -DCMAKE_CXX_FLAGS="-arch=sm_80" \
+    -DKNMF_ENABLE_MPI=OFF -DKNMF_ENABLE_PERF=ON -DKNMF_ENABLE_TESTS=ON >&2
+  cmake --build "$cuda_bdir" -j "$jobs" --target knmf_driver knmf_bench_solver "${cuda_tests[@]}" >&2
+  cmake -G Ninja -S . -B "$host_bdir" -DCMAKE_BUILD_TYPE=Release \
+    -DKokkos_ROOT="$host_prefix" -DKokkosKernels_ROOT="$host_prefix" -DKNMF_ENABLE_MPI=OFF >&2
+  cmake --build "$host_bdir" -j "$jobs" --target knmf_driver >&2
+fi
+t1=$(date +%s)
+
+# ---- stage -----------------------------------------------------------------------------------
+new=$(realpath -m "$cuda_bdir")/device-stage  # inside the (ignored) build folder: never part of the working tree
+rm -rf "$new"
+mkdir -p "$new"/{bin,host,lib/glibc}
+find_exe() {  # the built program $1 under build dir $2
+  local f
+  f=$(find "$2" -name "$1" -type f -perm -u+x -not -path '*/CMakeFiles/*' | head -n1)
+  [[ -n $f ]] || { log "missing $1 in $2 (build it first)"; exit 1; }
+  echo "$f"
+}
+for p in knmf knmf_bench_solver "${cuda_tests[@]}"; do
+  cp "$(find_exe "$p" "$cuda_bdir")" "$new/bin/$p"
+done
+cp "$(find_exe knmf "$host_bdir")" "$new/host/knmf"
+# Symbols only (no debug info in Release); the CUDA fat binary is a section strip keeps.
+strip --strip-unneeded "$new"/bin/* "$new"/host/*
+printf '%s\n' "$tests_txt" >"$new/tests.txt"
+
+# Shared libraries: everything ldd resolves, except the C library (lib/glibc/ instead), the
+# CUDA driver and cuBLAS (the device machine's own), copied under their sonames.
+glibc_re='^(linux-vdso|ld-linux-x86-64|libc|libm|libpthread|libdl|librt|libresolv|libutil|libmvec)\.so'
+device_re='^(libcuda|libcublas|libcublasLt|libnvidia-)\.so'
+for exe in "$new"/bin/* "$new"/host/*; do
+  ldd "$exe" | awk '/=>/ {print $1, $3} !/=>/ && $1 ~ /^\// {print $1, $1}'
+done | sort -u | while read -r soname path; do
+  base=$(basename "$soname")
+  if [[ $base =~ $glibc_re ]]; then
+    [[ -f $path ]] && cp -L "$path" "$new/lib/glibc/$base"
+  elif [[ $base =~ $device_re ]]; then
+    :
+  elif [[ $path == "not" || ! -f $path ]]; then
+    log "unresolved library $soname (needed by a program)"
+  else
+    cp -L "$path" "$new/lib/$base"
+  fi
+done
+[[ -f $new/lib/glibc/ld-linux-x86-64.so.2 ]] || cp -L /lib64/ld-linux-x86-64.so.2 "$new/lib/glibc/"
+
+# Data: the pbmcA prepare folder (what `cnmf factorize` reads; tpm files are for consensus and
+# stay behind) and the parts of cNMF's reference run the solver test and the comparison read.
+src=$shared/data/cnmf-pbmc-donor-a
+[[ -d $src ]] || { log "no $src (set KNMF_SHARED_DIR)"; exit 1; }
+dst=$new/shared/data/cnmf-pbmc-donor-a
+mkdir -p "$dst/prepare/pbmcA/cnmf_tmp" "$dst/reference/pbmcA/cnmf_tmp"
+cp "$src/README.md" "$dst/"
+cp "$src/prepare/pbmcA/pbmcA.overdispersed_genes.txt" "$dst/prepare/pbmcA/"
+for f in norm_counts.h5ad nmf_params.df.npz nmf_idvrun_params.yaml; do
+  cp "$src/prepare/pbmcA/cnmf_tmp/pbmcA.$f" "$dst/prepare/pbmcA/cnmf_tmp/"
+done
+cp "$src"/reference/sklearn_*_jobs.jsonl "$dst/reference/"
+cp "$src"/reference/pbmcA/cnmf_tmp/pbmcA.spectra.k_?.merged.df.npz "$dst/reference/pbmcA/cnmf_tmp/"
+
+# ---- checks ----------------------------------------------------------------------------------
+fail=0
+for exe in "$new"/bin/* "$new"/host/*; do
+  miss=$(env -i LD_LIBRARY_PATH="$new/lib:/usr/local/cuda/lib64:/usr/local/cuda/lib" /usr/bin/ldd "$exe" | grep 'not found' || true)
+  if [[ -n $miss ]]; then log "$exe: $miss"; fail=1; fi
+  # every resolved library but the C library and the device's own CUDA ones from .device/lib
+  while read -r soname path; do
+    base=$(basename "$soname")
+    [[ $base =~ $glibc_re || $base =~ $device_re ]] && continue
+    [[ $path == "$new/lib/"* ]] || { log "$exe: $soname resolves outside the stage: $path"; fail=1; }
+  done < <(env -i LD_LIBRARY_PATH="$new/lib:/usr/local/cuda/lib64:/usr/local/cuda/lib" /usr/bin/ldd "$exe" | awk '/=>/ {print $1, $3}')
+done
+fatbins=$(for exe in "$new"/bin/*; do
+  /usr/bin/python3 perf/gpu/fatbin_arches.py "$exe" || echo "FAIL: $exe lacks sm_80 code or compute_80 PTX"
+done)
+[[ $fatbins == *FAIL* ]] && fail=1
+glibc_need=$(for exe in "$new"/bin/* "$new"/host/* "$new"/lib/*.so*; do
+  objdump -T "$exe" 2>/dev/null | grep -o 'GLIBC_[0-9.]*' || true
+done | sort -uV | tail -n1)
+glibcxx_need=$(for exe in "$new"/bin/* "$new"/host/* "$new"/lib/*.so*; do
+  objdump -T "$exe" 2>/dev/null | grep -o 'GLIBCXX_[0-9.]*' || true
+done | sort -uV | tail -n1)
+
+stage_bytes=$(du -sb "$new" | cut -f1)
+tree_bytes=$(git ls-files -z -co --exclude-standard | du -cb --files0-from=- 2>/dev/null | tail -n1 | cut -f1)
+{
+  echo "git $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- src include drivers perf tests CMakeLists.txt || echo ' (+ uncommitted changes)')"
+  echo "built $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(uname -n), $(. /etc/os-release && echo "$PRETTY_NAME")"
+  echo "nvcc $(nvcc --version | grep -o 'release [0-9.]*' | cut -d' ' -f2); Kokkos 3.4.01 CUDA (sm_80 code + compute_80 PTX) and OpenMP; MPI off"
+  echo "kokkos prefixes: $(sed -n "s/^Kokkos_ROOT:[A-Z]*=//p" "$cuda_bdir/CMakeCache.txt") $(sed -n "s/^Kokkos_ROOT:[A-Z]*=//p" "$host_bdir/CMakeCache.txt")"
+  echo "needs: $glibc_need (glibc $(ldd --version | head -1 | grep -o '[0-9.]*$') here; lib/glibc/ is the fallback), $glibcxx_need (libstdc++ carried)"
+  echo "GPU code (perf/gpu/fatbin_arches.py):"
+  sed "s#$new/##" <<<"$fatbins"
+  echo "size: $stage_bytes bytes staged; working tree $tree_bytes bytes; limit $limit"
+  echo "files:"
+  (cd "$new" && find . -type f -printf '%s %p\n' | sort -k2)
+} >"$new/MANIFEST"
+
+# The programs are ~60 MB stripped (each CUDA program holds its own fat binary); xz packs them
+# (and the libraries) about 6-fold. check.sh unpacks payload.tar.xz into /tmp there.
+tar -C "$new" -cf - bin host lib | xz -T"$jobs" -6 >"$new/payload.tar.xz"
+unpacked_bytes=$stage_bytes
+rm -rf "${new:?}"/{bin,host,lib}
+stage_bytes=$(du -sb "$new" | cut -f1)
+sed -i "s#^size: .*#size: $stage_bytes bytes carried (programs and libraries in payload.tar.xz; $unpacked_bytes unpacked); working tree $tree_bytes bytes; limit $limit#" "$new/MANIFEST"
+if ((stage_bytes + tree_bytes > limit)); then
+  log "too big: staged $stage_bytes + working tree $tree_bytes bytes > $limit"
+  fail=1
+fi
+if ((fail)); then
+  log "checks failed; the new stage is left in $new for inspection"
+  exit 1
+fi
+rm -rf "$stage"
+mv "$new" "$stage"
+sed -i "s#$new#$stage#g" "$stage/MANIFEST"
+log "built in $((t1 - t0)) s; staged $(du -sh "$stage" | cut -f1) in $stage (+ working tree $((tree_bytes / 1024 / 1024)) MiB; limit 64 MiB)"
+log "needs $glibc_need; carry: [\"$(realpath --relative-to="$root" "$stage")\"]"
