@@ -1,5 +1,7 @@
 #include "detail/host_kernels.hpp"
 
+#include <type_traits>
+
 #if defined(__GNUC__) && !defined(__clang__) && !defined(__CUDACC__) && defined(__x86_64__)
 #define KNMF_X86_DISPATCH 1
 #define KNMF_MULTIVERSION __attribute__((target_clones("avx512f", "avx2", "default")))
@@ -33,6 +35,32 @@ template <class T, int B>
   for (int r = 0; r < B; ++r) dst[rb + r] = acc[r];
 }
 
+/// The main block: NV vectors of VW values (GCC vector extensions, so the register block is
+/// explicit: x broadcast once per entry, one multiply and one add per vector, no spills).
+/// Same operations, same order per value as gather_block.
+template <class T, int VW, int NV>
+[[gnu::always_inline]] inline void gather_vblock(std::int64_t p0, std::int64_t p1,
+                                                 const std::int32_t* __restrict__ entries,
+                                                 const T* __restrict__ values,
+                                                 const T* __restrict__ in, std::int64_t ld_in,
+                                                 T* __restrict__ dst, std::int64_t rb,
+                                                 bool accumulate) {
+  typedef T vec __attribute__((vector_size(VW * sizeof(T)), aligned(sizeof(T))));
+  vec acc[NV];
+  for (int v = 0; v < NV; ++v) {
+    if (accumulate)
+      acc[v] = *reinterpret_cast<const vec*>(dst + rb + v * VW);
+    else
+      acc[v] = vec{};
+  }
+  for (std::int64_t p = p0; p < p1; ++p) {
+    const vec x = vec{} + values[p];
+    const T* __restrict__ src = in + std::int64_t(entries[p]) * ld_in + rb;
+    for (int v = 0; v < NV; ++v) acc[v] += x * *reinterpret_cast<const vec*>(src + v * VW);
+  }
+  for (int v = 0; v < NV; ++v) *reinterpret_cast<vec*>(dst + rb + v * VW) = acc[v];
+}
+
 template <class T, int B>
 [[gnu::always_inline]] inline void gather_tail(std::int64_t p0, std::int64_t p1,
                                                const std::int32_t* __restrict__ entries,
@@ -48,7 +76,24 @@ template <class T, int B>
   }
 }
 
-template <class T, int B>
+/// Remainders of at least one vector: halving numbers of vectors.
+template <class T, int VW, int NV>
+[[gnu::always_inline]] inline void gather_vtail(std::int64_t p0, std::int64_t p1,
+                                                const std::int32_t* __restrict__ entries,
+                                                const T* __restrict__ values,
+                                                const T* __restrict__ in, std::int64_t ld_in,
+                                                T* __restrict__ dst, std::int64_t& rb,
+                                                std::int64_t rows, bool accumulate) {
+  if constexpr (NV >= 1) {
+    if (rb + VW * NV <= rows) {
+      gather_vblock<T, VW, NV>(p0, p1, entries, values, in, ld_in, dst, rb, accumulate);
+      rb += VW * NV;
+    }
+    gather_vtail<T, VW, NV / 2>(p0, p1, entries, values, in, ld_in, dst, rb, rows, accumulate);
+  }
+}
+
+template <class T, int VW, int NV>
 [[gnu::always_inline]] inline void gather_impl(const std::int64_t* __restrict__ row_map, std::int64_t base,
                         const std::int32_t* __restrict__ entries, const T* __restrict__ values,
                         std::int64_t a0, std::int64_t a1, const T* __restrict__ in,
@@ -57,10 +102,13 @@ template <class T, int B>
   for (std::int64_t a = a0; a < a1; ++a) {
     const std::int64_t p0 = row_map[a] - base, p1 = row_map[a + 1] - base;
     T* __restrict__ dst = out + a * ld_out;
+    constexpr int B = VW * NV;
     std::int64_t rb = 0;
-    for (; rb + B <= rows; rb += B) gather_block<T, B>(p0, p1, entries, values, in, ld_in, dst, rb, accumulate);
+    for (; rb + B <= rows; rb += B)
+      gather_vblock<T, VW, NV>(p0, p1, entries, values, in, ld_in, dst, rb, accumulate);
     // the remainder (< B rows) in halving blocks: one pass per set bit of its size
-    gather_tail<T, B / 2>(p0, p1, entries, values, in, ld_in, dst, rb, rows, accumulate);
+    gather_vtail<T, VW, NV / 2>(p0, p1, entries, values, in, ld_in, dst, rb, rows, accumulate);
+    gather_tail<T, VW / 2>(p0, p1, entries, values, in, ld_in, dst, rb, rows, accumulate);
   }
 }
 
@@ -94,31 +142,37 @@ template <class T>
                                              std::int64_t ld, std::int64_t row0, std::int64_t j0,
                                              std::int64_t j1) {
   constexpr int L = 8, KMAX = 64;
+  typedef double lanes __attribute__((vector_size(L * sizeof(double))));
+  typedef long mask __attribute__((vector_size(L * sizeof(long))));
   double viol = 0.0;
   double pgs[L * KMAX];
   std::int64_t i = j0;
   if (k <= KMAX) {
+    const lanes zero = lanes{};
     for (; i + L <= j1; i += L) {
-      double fl[KMAX][L], nl[KMAX][L];
-      for (int l = 0; l < L; ++l)
-        for (int t = 0; t < k; ++t) {
+      lanes fl[KMAX], nl[KMAX];
+      for (int t = 0; t < k; ++t)
+        for (int l = 0; l < L; ++l) {
           fl[t][l] = double(F[(i + l) * ld + row0 + t]);
           nl[t][l] = double(T(Num[(i + l) * ld + row0 + t] - T(l1)));
         }
       for (int t = 0; t < k; ++t) {
         const double* __restrict__ g = Gl + std::int64_t(t) * k;
-        double grad[L];
-        for (int l = 0; l < L; ++l) grad[l] = -nl[t][l];
-        for (int s2 = 0; s2 < k; ++s2)
-          for (int l = 0; l < L; ++l) grad[l] += g[s2] * fl[s2][l];
+        lanes grad = -nl[t];
+        for (int s2 = 0; s2 < k; ++s2) grad += g[s2] * fl[s2];
+        const lanes w = fl[t];
+        const mask at_zero = w == zero;
+        const lanes neg = grad < zero ? grad : zero;
+        const lanes pg = at_zero ? neg : grad;
+        const lanes apg = pg < zero ? -pg : pg;
+        for (int l = 0; l < L; ++l) pgs[l * KMAX + t] = apg[l];
         const double hess = g[t];
-        for (int l = 0; l < L; ++l) {
-          const double w = fl[t][l];
-          const double pg = (w == 0.0) ? (grad[l] < 0.0 ? grad[l] : 0.0) : grad[l];
-          pgs[l * KMAX + t] = pg < 0 ? -pg : pg;
-          const double nw = w - grad[l] / hess;
-          // T(...) rounds as the scalar path stores f[t] in T
-          fl[t][l] = hess != 0.0 ? double(T(nw > 0.0 ? nw : 0.0)) : w;
+        if (hess != 0.0) {
+          const lanes nw = w - grad / hess;
+          lanes clipped = nw > zero ? nw : zero;
+          if constexpr (!std::is_same_v<T, double>)  // T(...): the scalar path stores f[t] in T
+            for (int l = 0; l < L; ++l) clipped[l] = double(T(clipped[l]));
+          fl[t] = clipped;
         }
       }
       for (int l = 0; l < L; ++l) {
@@ -152,24 +206,24 @@ double host_cd_sweep(const double* Gl, double l1, int k, float* F, const float* 
 
 // The gathers: one variant per vector width with a register block to match (32 zmm, 16 ymm,
 // 16 xmm registers), chosen once from the CPU's features.
-#define KNMF_GATHER_VARIANT(NAME, ISA, T, B)                                                      \
+#define KNMF_GATHER_VARIANT(NAME, ISA, T, VW, NV)                                                 \
   KNMF_TARGET(ISA)                                                                                 \
   void NAME(const std::int64_t* row_map, std::int64_t base, const std::int32_t* entries,          \
             const T* values, std::int64_t a0, std::int64_t a1, const T* in, std::int64_t ld_in,     \
             T* out, std::int64_t ld_out, std::int64_t rows, bool accumulate) {                      \
-    gather_impl<T, B>(row_map, base, entries, values, a0, a1, in, ld_in, out, ld_out, rows,         \
+    gather_impl<T, VW, NV>(row_map, base, entries, values, a0, a1, in, ld_in, out, ld_out, rows,    \
                       accumulate);                                                                 \
   }
 
 namespace {
 #if KNMF_X86_DISPATCH
-KNMF_GATHER_VARIANT(gather_d512, "avx512f", double, 32)
-KNMF_GATHER_VARIANT(gather_f512, "avx512f", float, 64)
-KNMF_GATHER_VARIANT(gather_d256, "avx2", double, 16)
-KNMF_GATHER_VARIANT(gather_f256, "avx2", float, 32)
+KNMF_GATHER_VARIANT(gather_d512, "avx512f", double, 8, 8)
+KNMF_GATHER_VARIANT(gather_f512, "avx512f", float, 16, 8)
+KNMF_GATHER_VARIANT(gather_d256, "avx2", double, 4, 8)
+KNMF_GATHER_VARIANT(gather_f256, "avx2", float, 8, 8)
 #endif
-KNMF_GATHER_VARIANT(gather_dbase, "default", double, 8)
-KNMF_GATHER_VARIANT(gather_fbase, "default", float, 16)
+KNMF_GATHER_VARIANT(gather_dbase, "default", double, 2, 4)
+KNMF_GATHER_VARIANT(gather_fbase, "default", float, 4, 4)
 
 int vector_level() {
 #if KNMF_X86_DISPATCH
