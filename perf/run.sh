@@ -124,6 +124,7 @@ if want cnmf; then
   done
   "$KNMF" compare "$RUNS/pbmcA" "$SHARED/data/cnmf-pbmc-donor-a/reference/pbmcA" \
     --json $RES/cnmf_compare.json > /dev/null || true
+  peer_jobs=""
   ((QUICK)) && peer_jobs="--worker-index 0 --total-workers 8"
   for th in 1 $NT; do
     for rep in $(q "1" "1 2 3"); do
