@@ -190,7 +190,119 @@ template <class T>
   return viol;
 }
 
+/// MU of one slot, L columns side by side in vector lanes (each lane: the scalar kernel's
+/// operations in the same order); the cheap epilogue per value in T.
+template <class T>
+[[gnu::always_inline]] inline void mu_impl(const double* __restrict__ G, int k, const T* F,
+                                           const T* Num, T* out, std::int64_t ld,
+                                           std::int64_t row0, std::int64_t j0, std::int64_t j1,
+                                           double l1, double l2, bool add_eps, double eps,
+                                           double guard) {
+  constexpr int L = 8, KMAX = 64;
+  typedef double lanes __attribute__((vector_size(L * sizeof(double))));
+  const auto finish = [&](double den, T f, T num) {
+    T d = T(den);
+    if (l1 > 0) d += T(l1);
+    if (l2 > 0) d = d + T(l2) * f;
+    if (add_eps)
+      d += T(eps);
+    else if (d == T(0))
+      d = T(guard);
+    return T(f * (num / d));
+  };
+  std::int64_t i = j0;
+  if (k <= KMAX) {
+    for (; i + L <= j1; i += L) {
+      lanes fl[KMAX];
+      for (int s = 0; s < k; ++s)
+        for (int l = 0; l < L; ++l) fl[s][l] = double(F[(i + l) * ld + row0 + s]);
+      for (int t = 0; t < k; ++t) {
+        lanes den = lanes{};
+        for (int s = 0; s < k; ++s) den += fl[s] * G[s * k + t];
+        for (int l = 0; l < L; ++l) {
+          const std::int64_t e = (i + l) * ld + row0 + t;
+          out[e] = finish(den[l], T(fl[t][l]), Num[e]);
+        }
+      }
+    }
+  }
+  for (; i < j1; ++i) {
+    const T* f = F + i * ld + row0;
+    for (int t = 0; t < k; ++t) {
+      double den = 0.0;
+      for (int s = 0; s < k; ++s) den += double(f[s]) * G[s * k + t];
+      const std::int64_t e = i * ld + row0 + t;
+      out[e] = finish(den, f[t], Num[e]);
+    }
+  }
+}
+
+/// A slot's Gram over a column range: per column, every row s of the k x k accumulator gets
+/// f_s * f (both triangles; f_s f_t and f_t f_s are the same product), vectorized along t.
+template <class T>
+[[gnu::always_inline]] inline void gram_impl(int k, const T* __restrict__ F, std::int64_t ld,
+                                             std::int64_t row0, std::int64_t j0, std::int64_t j1,
+                                             double* __restrict__ acc) {
+  constexpr int VW = 8, KMAX = 64, NVMAX = KMAX / VW;
+  typedef double vec __attribute__((vector_size(VW * sizeof(double))));
+  if (k > KMAX) {
+    for (int p = 0; p < k * k; ++p) acc[p] = 0.0;
+    for (std::int64_t i = j0; i < j1; ++i) {
+      const T* col = F + i * ld + row0;
+      for (int s = 0; s < k; ++s) {
+        const double fs = double(col[s]);
+        for (int t = 0; t < k; ++t) acc[s * k + t] += fs * double(col[t]);
+      }
+    }
+    return;
+  }
+  const int nv = (k + VW - 1) / VW;
+  vec a[KMAX][NVMAX];
+  for (int s = 0; s < k; ++s)
+    for (int v = 0; v < nv; ++v) a[s][v] = vec{};
+  for (std::int64_t i = j0; i < j1; ++i) {
+    const T* col = F + i * ld + row0;
+    vec c[NVMAX];
+    for (int v = 0; v < nv; ++v) {
+      c[v] = vec{};
+      for (int l = 0; l < VW && v * VW + l < k; ++l) c[v][l] = double(col[v * VW + l]);
+    }
+    for (int s = 0; s < k; ++s) {
+      const vec fs = vec{} + double(col[s]);
+      for (int v = 0; v < nv; ++v) a[s][v] += fs * c[v];
+    }
+  }
+  for (int s = 0; s < k; ++s)
+    for (int t = 0; t < k; ++t) acc[s * k + t] = a[s][t / VW][t % VW];
+}
+
 }  // namespace
+
+KNMF_MULTIVERSION
+void host_mu_update(const double* G, int k, const double* F, const double* Num, double* out,
+                    std::int64_t ld, std::int64_t row0, std::int64_t j0, std::int64_t j1,
+                    double l1, double l2, bool add_eps, double eps, double guard) {
+  mu_impl(G, k, F, Num, out, ld, row0, j0, j1, l1, l2, add_eps, eps, guard);
+}
+
+KNMF_MULTIVERSION
+void host_mu_update(const double* G, int k, const float* F, const float* Num, float* out,
+                    std::int64_t ld, std::int64_t row0, std::int64_t j0, std::int64_t j1,
+                    double l1, double l2, bool add_eps, double eps, double guard) {
+  mu_impl(G, k, F, Num, out, ld, row0, j0, j1, l1, l2, add_eps, eps, guard);
+}
+
+KNMF_MULTIVERSION
+void host_slot_gram(int k, const double* F, std::int64_t ld, std::int64_t row0, std::int64_t j0,
+                    std::int64_t j1, double* acc) {
+  gram_impl(k, F, ld, row0, j0, j1, acc);
+}
+
+KNMF_MULTIVERSION
+void host_slot_gram(int k, const float* F, std::int64_t ld, std::int64_t row0, std::int64_t j0,
+                    std::int64_t j1, double* acc) {
+  gram_impl(k, F, ld, row0, j0, j1, acc);
+}
 
 KNMF_MULTIVERSION
 double host_cd_sweep(const double* Gl, double l1, int k, double* F, const double* Num,

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "knmf/core/compat.hpp"
+#include "knmf/core/error.hpp"
 #include "knmf/core/types.hpp"
 #include "knmf/solver/options.hpp"
 #include "host_kernels.hpp"
@@ -71,8 +72,6 @@ void slot_gram(const ExecSpace& space, const Matrix<T>& F, int R, int k, const S
     return;
   }
   TeamPolicy policy(space, int(nch * R), team_size_for(npairs));
-  const size_t scratch = exec_on_host ? ScratchDoubles::shmem_size(kk) : 0;
-  policy.set_scratch_size(0, Kokkos::PerTeam(scratch));
   Kokkos::parallel_for(
       "knmf::gram::chunks", policy, KOKKOS_LAMBDA(const Member& team) {
         const int r = team.league_rank() % R;
@@ -87,17 +86,7 @@ void slot_gram(const ExecSpace& space, const Matrix<T>& F, int R, int k, const S
         (void)F;
         (void)npairs;
         if constexpr (exec_on_host) {
-          ScratchDoubles acc(team.team_scratch(0), kk);
-          for (int p = 0; p < kk; ++p) acc(p) = 0.0;
-          for (size_type j = j0; j < j1; ++j) {
-            const T* col = &F(row0, j);
-            for (int s = 0; s < k; ++s) {
-              const double fs = double(col[s]);
-              for (int t = s; t < k; ++t) acc(s * k + t) += fs * double(col[t]);
-            }
-          }
-          for (int s = 0; s < k; ++s)
-            for (int t = s; t < k; ++t) out[s * k + t] = out[t * k + s] = acc(s * k + t);
+          host_slot_gram(k, F.data(), size_type(F.stride(1)), row0, j0, j1, out);
         } else {
           Kokkos::parallel_for(Kokkos::TeamThreadRange(team, npairs), [&](const int p) {
             // pair index p -> (s, t), s <= t
@@ -138,6 +127,26 @@ void mu_update(const ExecSpace& space, const Matrix<T>& F, const Matrix<T>& Num,
   const size_type rows = F.extent(0);
   const size_type total = rows * size_type(F.extent(1));
   const T guard = T(sklearn_epsilon);
+  if constexpr (exec_on_host) {
+    // per (chunk, slot): the host loop (host_kernels.cpp), the same values in vector lanes
+    KNMF_ASSERT(Num.stride(1) == F.stride(1) && out.stride(1) == F.stride(1));
+    const size_type m = F.extent(1);
+    const int R = int(rows / k);
+    const size_type nch = num_chunks(m);
+    const size_type ld = size_type(F.stride(1));
+    Kokkos::parallel_for(
+        "knmf::mu::update",
+        Kokkos::RangePolicy<ExecSpace, Kokkos::Schedule<Kokkos::Static>>(space, 0, int(nch * R)),
+        [=](const int e) {
+          const int r = e % R;
+          const size_type c = e / R;
+          if (!active(r)) return;
+          const size_type j0 = c * slot_chunk, j1 = (j0 + slot_chunk < m) ? j0 + slot_chunk : m;
+          host_mu_update(&G(r, 0, 0), k, F.data(), Num.data(), out.data(), ld, size_type(r) * k,
+                         j0, j1, l1, l2, add_eps, eps, sklearn_epsilon);
+        });
+    return;
+  }
   Kokkos::parallel_for(
       "knmf::mu::update", Policy64(space, 0, total), KOKKOS_LAMBDA(const size_type e) {
         const size_type i = e / rows;

@@ -14,14 +14,57 @@
 #include "host_kernels.hpp"
 #include "kernels.hpp"
 
+#include <type_traits>
+#include <utility>
+#include <vector>
+
 namespace knmf::detail {
+
+/// Host BLAS in double: OpenBLAS' dgemm runs the two products 1.2-2x faster when the long
+/// dimension (n, or g) is the output's leading one, i.e. computing P^T and Q^T (measured on
+/// this project's machine, perf/RESULTS.md section 1); in single precision, and with cuBLAS,
+/// the direct forms are as fast. So for double on the host both products are formed
+/// transposed in a scratch buffer (P^T in row blocks of n, so the extra memory stays small)
+/// and transposed into place.
+template <class T>
+inline constexpr bool transposed_host_gemm = exec_on_host && std::is_same_v<T, double>;
+
+/// Rows of X per block of P^T (the scratch holds block x Rk values).
+inline constexpr size_type pt_block_rows = 8192;
+
+/// A per-thread host scratch buffer of at least `count` values (reused across calls).
+template <class T>
+T* host_scratch(size_type count) {
+  static thread_local std::vector<T> buffer;
+  if (buffer.size() < size_t(count)) buffer.resize(size_t(count));
+  return buffer.data();
+}
 
 /// P = H X^T: one GEMM, H (Rk x g) times X^T (g x n).
 template <class T>
 void x_times_ht(const ExecSpace& space, const DenseMatrix<T>& X, const Matrix<T>& H,
                 const Matrix<T>& P) {
   if (X.rows() == 0) return;
-  compat::gemm(space, "N", "N", T(1), H, X.xt(), T(0), P);
+  if constexpr (transposed_host_gemm<T>) {
+    const size_type n = X.rows(), rk = size_type(H.extent(0));
+    const size_type B = n < pt_block_rows ? n : pt_block_rows;
+    using Unmanaged = Kokkos::View<T**, Kokkos::LayoutLeft, MemSpace,
+                                   Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+    Unmanaged S(host_scratch<T>(B * rk), B, rk);
+    for (size_type r0 = 0; r0 < n; r0 += B) {
+      const size_type r1 = r0 + B < n ? r0 + B : n;
+      const auto xb = Kokkos::subview(X.xt(), Kokkos::ALL, std::make_pair(r0, r1));
+      const auto Sb = Kokkos::subview(S, std::make_pair(size_type(0), r1 - r0), Kokkos::ALL);
+      compat::gemm(space, "T", "T", T(1), xb, H, T(0), Sb);
+      Kokkos::parallel_for(
+          "knmf::products::transpose_P", Policy64(space, r0, r1), [=](const size_type i) {
+            for (size_type c = 0; c < rk; ++c) P(c, i) = S(i - r0, c);
+          });
+    }
+    space.fence();  // S is reused by the next call
+  } else {
+    compat::gemm(space, "N", "N", T(1), H, X.xt(), T(0), P);
+  }
 }
 
 /// Q = W X: one GEMM, W (Rk x n) times X (n x g) = (X^T)^T.
@@ -32,7 +75,19 @@ void wt_times_x(const ExecSpace& space, const DenseMatrix<T>& X, const Matrix<T>
     Kokkos::deep_copy(space, Q, T(0));
     return;
   }
-  compat::gemm(space, "N", "T", T(1), W, X.xt(), T(0), Q);
+  if constexpr (transposed_host_gemm<T>) {
+    const size_type g = size_type(Q.extent(1)), rk = size_type(Q.extent(0));
+    Kokkos::View<T**, Kokkos::LayoutLeft, MemSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> Qt(
+        host_scratch<T>(g * rk), g, rk);
+    compat::gemm(space, "N", "T", T(1), X.xt(), W, T(0), Qt);
+    Kokkos::parallel_for(
+        "knmf::products::transpose_Q", Policy64(space, 0, g), [=](const size_type j) {
+          for (size_type c = 0; c < rk; ++c) Q(c, j) = Qt(j, c);
+        });
+    space.fence();
+  } else {
+    compat::gemm(space, "N", "T", T(1), W, X.xt(), T(0), Q);
+  }
 }
 
 /// out(:, a) = [out(:, a) +] sum over row a of A of A(a, b) * in(:, b), for the first
