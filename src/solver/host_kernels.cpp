@@ -53,7 +53,13 @@ template <class T, int VW, int NV>
     else
       acc[v] = vec{};
   }
+  constexpr int line = 64 / int(sizeof(T));  // values per cache line
+  constexpr std::int64_t ahead = 6;          // entries prefetched ahead (random columns of in)
   for (std::int64_t p = p0; p < p1; ++p) {
+    if (p + ahead < p1) {
+      const T* next = in + std::int64_t(entries[p + ahead]) * ld_in + rb;
+      for (int o = 0; o < VW * NV; o += line) __builtin_prefetch(next + o, 0, 3);
+    }
     const vec x = vec{} + values[p];
     const T* __restrict__ src = in + std::int64_t(entries[p]) * ld_in + rb;
     for (int v = 0; v < NV; ++v) acc[v] += x * *reinterpret_cast<const vec*>(src + v * VW);
@@ -99,16 +105,21 @@ template <class T, int VW, int NV>
                         std::int64_t a0, std::int64_t a1, const T* __restrict__ in,
                         std::int64_t ld_in, T* __restrict__ out, std::int64_t ld_out,
                         std::int64_t rows, bool accumulate) {
+  // row blocks outside, columns inside: the block of `in` that the columns gather from stays
+  // in cache across the columns of the range
+  constexpr int B = VW * NV;
+  std::int64_t rb = 0;
+  for (; rb + B <= rows; rb += B)
+    for (std::int64_t a = a0; a < a1; ++a)
+      gather_vblock<T, VW, NV>(row_map[a] - base, row_map[a + 1] - base, entries, values, in,
+                               ld_in, out + a * ld_out, rb, accumulate);
+  // the remainder (< B rows) in halving blocks: one pass per set bit of its size
   for (std::int64_t a = a0; a < a1; ++a) {
     const std::int64_t p0 = row_map[a] - base, p1 = row_map[a + 1] - base;
     T* __restrict__ dst = out + a * ld_out;
-    constexpr int B = VW * NV;
-    std::int64_t rb = 0;
-    for (; rb + B <= rows; rb += B)
-      gather_vblock<T, VW, NV>(p0, p1, entries, values, in, ld_in, dst, rb, accumulate);
-    // the remainder (< B rows) in halving blocks: one pass per set bit of its size
-    gather_vtail<T, VW, NV / 2>(p0, p1, entries, values, in, ld_in, dst, rb, rows, accumulate);
-    gather_tail<T, VW / 2>(p0, p1, entries, values, in, ld_in, dst, rb, rows, accumulate);
+    std::int64_t r = rb;
+    gather_vtail<T, VW, NV / 2>(p0, p1, entries, values, in, ld_in, dst, r, rows, accumulate);
+    gather_tail<T, VW / 2>(p0, p1, entries, values, in, ld_in, dst, r, rows, accumulate);
   }
 }
 

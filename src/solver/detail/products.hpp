@@ -104,8 +104,10 @@ void spmm_gather(const ExecSpace& space, const RowMap& row_map, size_type base,
   const size_type m = out.extent(1);
   if constexpr (exec_on_host) {
     // chunks of output columns, dynamically scheduled (rows of X vary in length); the inner
-    // loops are vectorized for the CPU at hand (host_kernels.cpp)
-    constexpr size_type chunk = 16;
+    // loops are vectorized for the CPU at hand and walk the rows of `in` in blocks, all the
+    // chunk's columns per block (host_kernels.cpp); 64 columns measured 2-3% faster
+    // than 16 on cNMF's pbmcA run.
+    constexpr size_type chunk = 64;
     const size_type nchunk = (m + chunk - 1) / chunk;
     const size_type ld_in = size_type(in.stride(1)), ld_out = size_type(out.stride(1));
     Kokkos::parallel_for(
