@@ -16,14 +16,37 @@
 #include "knmf/mpi/run.hpp"
 #endif
 
+#if KNMF_HAVE_MPI
+namespace {
+/// Whether this process should join MPI: started by an MPI launcher (mpirun/mpiexec of Open
+/// MPI or MPICH/Hydra, a PMIx server, Slurm's srun), asked for a distributed run on the
+/// command line, or KNMF_MPI=1. A plain `knmf ...` then skips MPI_Init, which in Open MPI's
+/// singleton mode starts a helper daemon (~0.3 s); KNMF_MPI=0 skips it always.
+bool want_mpi(int argc, char** argv) {
+  if (const char* v = std::getenv("KNMF_MPI")) return std::string(v) != "0";
+  for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMI_RANK", "PMIX_RANK",
+                          "MPI_LOCALNRANKS", "SLURM_PROCID"})
+    if (std::getenv(var)) return true;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--static" || a.rfind("--distribute", 0) == 0) return true;
+  }
+  return false;
+}
+}  // namespace
+#endif
+
 int main(int argc, char** argv) {
   knmf::ensure_blas_kernels(argc, argv);
   auto split = knmf::cli::split_kokkos_args(argc, argv);
 #if KNMF_HAVE_MPI
-  MPI_Init(&argc, &argv);
+  const bool use_mpi = want_mpi(argc, argv);
+  if (use_mpi) MPI_Init(&argc, &argv);
   int size = 1, rank = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (use_mpi) {
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  }
   knmf::cli::set_rank(rank, size);
   // One device per rank: the rank's index on its node modulo the node's devices (Kokkos picks
   // the device from --kokkos-device-id); on the host, the node's cores shared out.
@@ -32,7 +55,7 @@ int main(int argc, char** argv) {
       if (a.rfind(flag, 0) == 0) return true;
     return false;
   };
-  const int local = knmf::mpi::local_rank(MPI_COMM_WORLD);
+  const int local = use_mpi ? knmf::mpi::local_rank(MPI_COMM_WORLD) : 0;
 #ifdef KOKKOS_ENABLE_CUDA
   int devices = 0;
   if (cudaGetDeviceCount(&devices) == cudaSuccess && devices > 0 && !has("--kokkos-device-id") &&
@@ -64,7 +87,7 @@ int main(int argc, char** argv) {
     rc = knmf::cli::run(split.rest);
   }
 #if KNMF_HAVE_MPI
-  MPI_Finalize();
+  if (use_mpi) MPI_Finalize();
 #endif
   return rc;
 }
