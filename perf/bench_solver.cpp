@@ -123,7 +123,7 @@ void BM_Iteration(benchmark::State& state) {
 void shapes(benchmark::internal::Benchmark* b) {
   for (long n : {20000L, 100000L})
     for (long rk : {40L, 200L}) b->Args({n, rk});
-  b->UseManualTime()->Iterations(1)->Repetitions(3)->ReportAggregatesOnly(true)->Unit(
+  b->UseManualTime()->Iterations(1)->Repetitions(5)->ReportAggregatesOnly(true)->Unit(
       benchmark::kMillisecond);
 }
 

@@ -91,7 +91,7 @@ if solver:
       " X of n x 2,000, against the two products with X it contains (P = H Xᵀ and Q = W X, "
       "4 n g R k flops) timed alone through KokkosBlas::gemm (OpenBLAS) for the same shapes,"
       " each product in the faster of its two orientations (C or Cᵀ): the GEMM roofline."
-      " Medians of 3 runs; per-iteration time by difference of two run lengths, so"
+      " Medians of 5 runs; per-iteration time by difference of two run lengths, so"
       " initialization cancels. In double, OpenBLAS' dgemm is 1.2-2x faster when the long"
       " dimension (n or g) leads the output, so on the host knmf forms Pᵀ (in row blocks of"
       " 8,192 cells) and Qᵀ and transposes them into place (src/solver/detail/products.hpp);"
