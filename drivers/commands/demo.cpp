@@ -59,8 +59,8 @@ public:
     SolverOptions opt;
     opt.solver = parse_solver(solver_, "--solver");
     if (n_iter_ < 2) input_error("--n-iter ", n_iter_, " is invalid: the consensus needs >= 2 replicates");
-    std::printf("knmf demo on %s (%s, %d threads)\n", default_execution_space().c_str(),
-                device_description().c_str(), concurrency());
+    std::printf("knmf demo on %s (%s)\n", default_execution_space().c_str(),
+                device_description().c_str());
 
     // 1. simulate
     auto t = clock::now();
