@@ -348,8 +348,8 @@ KNMF_GATHER_VARIANT(gather_f256, "avx2", float, 8, 8)
 KNMF_GATHER_VARIANT(gather_dbase, "default", double, 2, 4)
 KNMF_GATHER_VARIANT(gather_fbase, "default", float, 4, 4)
 
-int vector_level() {
 #if KNMF_X86_DISPATCH
+int vector_level() {
   static const int level = [] {
     __builtin_cpu_init();
     if (__builtin_cpu_supports("avx512f")) return 2;
@@ -357,10 +357,8 @@ int vector_level() {
     return 0;
   }();
   return level;
-#else
-  return 0;
-#endif
 }
+#endif
 }  // namespace
 
 void host_gather(const std::int64_t* row_map, std::int64_t base, const std::int32_t* entries,
