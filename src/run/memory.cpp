@@ -7,10 +7,10 @@
 #include <cstdio>
 #include <fstream>
 #include <sstream>
-#include <type_traits>
 
 #include "knmf/core/error.hpp"
 #include "knmf/core/types.hpp"
+#include "knmf/solver/nmf.hpp"
 
 namespace knmf {
 
@@ -56,20 +56,13 @@ std::string format_bytes(double b) {
   return buf;
 }
 
-/// Host, double: the dense products are formed transposed in a scratch buffer of
-/// max(min(n, 8192), g) x R k values (src/solver/detail/products.hpp).
-static std::int64_t host_gemm_scratch(std::int64_t n, std::int64_t g, int k, int s) {
-  const bool host = std::is_same_v<ExecSpace::memory_space, Kokkos::HostSpace>;
-  return host && s == 8 ? std::max(std::min<std::int64_t>(n, 8192), g) * k * s : 0;
-}
-
 std::int64_t bytes_per_replicate(std::int64_t n, std::int64_t g, int k, int s, bool refit_mu) {
   const std::int64_t chunks = (std::max(n, g) + 1023) / 1024;
   return (refit_mu ? 3 : 2) * n * k * s   // W, P (+ W_next)
          + 3 * k * g * s                   // H, Q, H_next
          + 2 * k * k * 8                   // Grams
          + chunks * (k * k + 1) * 8        // chunk partials
-         + host_gemm_scratch(n, g, k, s);  // transposed double GEMMs on the host
+         + product_scratch_values(n, g, s) * k * s;  // the dense products' host scratch
 }
 
 BatchPlan plan_batch(std::int64_t n, std::int64_t g, int k, int s, std::int64_t bytes_x,

@@ -1,4 +1,5 @@
 #include "detail/host_kernels.hpp"
+#include "detail/mu_rule.hpp"
 
 #include <type_traits>
 
@@ -207,19 +208,11 @@ template <class T>
 [[gnu::always_inline]] inline void mu_impl(const double* __restrict__ G, int k, const T* F,
                                            const T* Num, T* out, std::int64_t ld,
                                            std::int64_t row0, std::int64_t j0, std::int64_t j1,
-                                           double l1, double l2, bool add_eps, double eps,
-                                           double guard) {
+                                           double l1, double l2, bool add_eps, double eps) {
   constexpr int L = 8, KMAX = 64;
   typedef double lanes __attribute__((vector_size(L * sizeof(double))));
   const auto finish = [&](double den, T f, T num) {
-    T d = T(den);
-    if (l1 > 0) d += T(l1);
-    if (l2 > 0) d = d + T(l2) * f;
-    if (add_eps)
-      d += T(eps);
-    else if (d == T(0))
-      d = T(guard);
-    return T(f * (num / d));
+    return mu_value(den, f, num, l1, l2, add_eps, eps);
   };
   std::int64_t i = j0;
   if (k <= KMAX) {
@@ -292,15 +285,15 @@ template <class T>
 KNMF_MULTIVERSION
 void host_mu_update(const double* G, int k, const double* F, const double* Num, double* out,
                     std::int64_t ld, std::int64_t row0, std::int64_t j0, std::int64_t j1,
-                    double l1, double l2, bool add_eps, double eps, double guard) {
-  mu_impl(G, k, F, Num, out, ld, row0, j0, j1, l1, l2, add_eps, eps, guard);
+                    double l1, double l2, bool add_eps, double eps) {
+  mu_impl(G, k, F, Num, out, ld, row0, j0, j1, l1, l2, add_eps, eps);
 }
 
 KNMF_MULTIVERSION
 void host_mu_update(const double* G, int k, const float* F, const float* Num, float* out,
                     std::int64_t ld, std::int64_t row0, std::int64_t j0, std::int64_t j1,
-                    double l1, double l2, bool add_eps, double eps, double guard) {
-  mu_impl(G, k, F, Num, out, ld, row0, j0, j1, l1, l2, add_eps, eps, guard);
+                    double l1, double l2, bool add_eps, double eps) {
+  mu_impl(G, k, F, Num, out, ld, row0, j0, j1, l1, l2, add_eps, eps);
 }
 
 KNMF_MULTIVERSION

@@ -63,4 +63,9 @@ std::vector<RefitResult> refit_usages(const ExecSpace& space, const XMat& X,
                                       const std::vector<std::vector<double>>& spectra, int k,
                                       int batch_size, const SolverOptions& opts);
 
+/// Host scratch of the dense products with X, in values per stacked factor row (R k rows in
+/// a batch): max(min(n, 8192), g) for double on the OpenMP backend, where both products are
+/// formed transposed (src/solver/detail/products.hpp); 0 otherwise. For the memory model.
+std::int64_t product_scratch_values(std::int64_t n, std::int64_t g, int bytes_per_value);
+
 }  // namespace knmf

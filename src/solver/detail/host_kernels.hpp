@@ -32,14 +32,14 @@ double host_cd_sweep(const double* Gl, double l1, int k, float* F, const float* 
 
 /// Frobenius MU of one slot over columns [j0, j1): for every column i and t < k,
 ///   den = sum_s F(row0 + s, i) G(s, t)      (double, s in order; G row-major k x k)
-///   out(row0 + t, i) = F * (Num / guard(T(den) [+ l1] [+ l2 F] [+ eps]))
-/// exactly as the portable kernel (kernels.hpp) computes it. `out` may alias `Num`.
+///   out(row0 + t, i) = mu_value(den, F, Num, ...)   (mu_rule.hpp, as the portable kernel)
+/// `out` may alias `Num`.
 void host_mu_update(const double* G, int k, const double* F, const double* Num, double* out,
                     std::int64_t ld, std::int64_t row0, std::int64_t j0, std::int64_t j1,
-                    double l1, double l2, bool add_eps, double eps, double guard);
+                    double l1, double l2, bool add_eps, double eps);
 void host_mu_update(const double* G, int k, const float* F, const float* Num, float* out,
                     std::int64_t ld, std::int64_t row0, std::int64_t j0, std::int64_t j1,
-                    double l1, double l2, bool add_eps, double eps, double guard);
+                    double l1, double l2, bool add_eps, double eps);
 
 /// One slot's Gram over columns [j0, j1): acc (k x k, row-major, both triangles) =
 /// sum over i in order of double(F(row0 + s, i)) * double(F(row0 + t, i)).

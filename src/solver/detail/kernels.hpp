@@ -24,6 +24,7 @@
 #include "knmf/core/types.hpp"
 #include "knmf/solver/options.hpp"
 #include "host_kernels.hpp"
+#include "mu_rule.hpp"
 
 namespace knmf::detail {
 
@@ -117,6 +118,21 @@ void slot_gram(const ExecSpace& space, const Matrix<T>& F, int R, int k, const S
       });
 }
 
+/// Host: body(r, c, j0, j1) for every (column chunk c, slot r) of a factor with m columns, one
+/// task each; the slot-level host loops (host_kernels.cpp) run inside.
+template <class Schedule, class Body>
+void host_slot_chunks(const ExecSpace& space, const char* label, size_type m, int R,
+                      const Body& body) {
+  Kokkos::parallel_for(
+      label, Kokkos::RangePolicy<ExecSpace, Kokkos::Schedule<Schedule>>(space, 0, int(num_chunks(m) * R)),
+      [=](const int e) {
+        const int r = e % R;
+        const size_type c = e / R;
+        const size_type j0 = c * slot_chunk, j1 = (j0 + slot_chunk < m) ? j0 + slot_chunk : m;
+        body(r, c, j0, j1);
+      });
+}
+
 /// Multiplicative update of one factor (scikit-learn's Frobenius MU), written to `out`:
 ///   out = F * Num / (F G + l1 + l2 F), with the zero guard applied to the denominator.
 /// F, Num, out: (R*k) x m; G: the other factor's per-slot Gram. Inactive slots are skipped.
@@ -126,24 +142,16 @@ void mu_update(const ExecSpace& space, const Matrix<T>& F, const Matrix<T>& Num,
                bool add_eps, double eps, const Matrix<T>& out) {
   const size_type rows = F.extent(0);
   const size_type total = rows * size_type(F.extent(1));
-  const T guard = T(sklearn_epsilon);
   if constexpr (exec_on_host) {
     // per (chunk, slot): the host loop (host_kernels.cpp), the same values in vector lanes
     KNMF_ASSERT(Num.stride(1) == F.stride(1) && out.stride(1) == F.stride(1));
-    const size_type m = F.extent(1);
-    const int R = int(rows / k);
-    const size_type nch = num_chunks(m);
     const size_type ld = size_type(F.stride(1));
-    Kokkos::parallel_for(
-        "knmf::mu::update",
-        Kokkos::RangePolicy<ExecSpace, Kokkos::Schedule<Kokkos::Static>>(space, 0, int(nch * R)),
-        [=](const int e) {
-          const int r = e % R;
-          const size_type c = e / R;
-          if (!active(r)) return;
-          const size_type j0 = c * slot_chunk, j1 = (j0 + slot_chunk < m) ? j0 + slot_chunk : m;
-          host_mu_update(&G(r, 0, 0), k, F.data(), Num.data(), out.data(), ld, size_type(r) * k,
-                         j0, j1, l1, l2, add_eps, eps, sklearn_epsilon);
+    host_slot_chunks<Kokkos::Static>(
+        space, "knmf::mu::update", F.extent(1), int(rows / k),
+        [=](int r, size_type, size_type j0, size_type j1) {
+          if (active(r))
+            host_mu_update(&G(r, 0, 0), k, F.data(), Num.data(), out.data(), ld,
+                           size_type(r) * k, j0, j1, l1, l2, add_eps, eps);
         });
     return;
   }
@@ -156,15 +164,7 @@ void mu_update(const ExecSpace& space, const Matrix<T>& F, const Matrix<T>& Num,
         const int row0 = r * k;
         double den = 0.0;
         for (int s = 0; s < k; ++s) den += double(F(row0 + s, i)) * G(r, s, t);
-        const T f = F(row, i);
-        T d = T(den);
-        if (l1 > 0) d += T(l1);
-        if (l2 > 0) d = d + T(l2) * f;
-        if (add_eps)
-          d += T(eps);
-        else if (d == T(0))
-          d = guard;
-        out(row, i) = f * (Num(row, i) / d);
+        out(row, i) = mu_value(den, F(row, i), Num(row, i), l1, l2, add_eps, eps);
       });
 }
 
@@ -190,18 +190,12 @@ void cd_update(const ExecSpace& space, const Matrix<T>& F, const Matrix<T>& Num,
     T* f = F.data();
     const T* num = Num.data();
     const double* gl = Gl.data();
-    Kokkos::parallel_for(
-        "knmf::cd::update",
-        Kokkos::RangePolicy<ExecSpace, Kokkos::Schedule<Kokkos::Dynamic>>(space, 0, int(nch * R)),
-        [=](const int e) {
-          const int r = e % R;
-          const size_type c = e / R;
-          double v = 0.0;
-          if (active(r)) {
-            const size_type j0 = c * slot_chunk, j1 = (j0 + slot_chunk < m) ? j0 + slot_chunk : m;
-            v = host_cd_sweep(gl + size_t(r) * k * k, l1, k, f, num, ld, size_type(r) * k, j0, j1);
-          }
-          viol_partial(c * R + r) = v;
+    host_slot_chunks<Kokkos::Dynamic>(
+        space, "knmf::cd::update", m, R, [=](int r, size_type c, size_type j0, size_type j1) {
+          viol_partial(c * R + r) =
+              active(r) ? host_cd_sweep(gl + size_t(r) * k * k, l1, k, f, num, ld,
+                                        size_type(r) * k, j0, j1)
+                        : 0.0;
         });
     space.fence();  // Gl lives on this stack frame
     return;
