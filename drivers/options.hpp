@@ -6,7 +6,10 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
+#include "knmf/consensus/options.hpp"
 #include "knmf/solver/options.hpp"
 
 namespace knmf::cli {
@@ -24,5 +27,20 @@ struct SolverFlags {
   bool apply(SolverOptions& o) const;
 };
 void add_solver_flags(CLI::App& sub, SolverOptions& o, SolverFlags& f, bool with_numeric);
+
+/// The options cNMF's consensus and k_selection_plot share, bound to `sub` (the two differ
+/// only in what --local-density-threshold does: `density_help`). Returns the --output-dir
+/// and --name options (native mode asks whether they were given).
+std::pair<CLI::Option*, CLI::Option*> add_consensus_options(
+    CLI::App* sub, std::string& output_dir, std::string& name, std::vector<int>& ks,
+    consensus::ConsensusOptions& o, std::string& results, std::string& counts, bool& read_only,
+    const std::string& density_help);
+
+/// Native mode: cNMF's files go to OUTPUT_DIR/NAME only when either option was given.
+bool cnmf_folder_given(const std::pair<CLI::Option*, CLI::Option*>& opts);
+
+/// Native mode without an output folder: figures go beside the results file,
+/// `<folder>/<stem>.<what>` (results.h5 -> results.k_selection.png).
+std::string beside_results(const std::string& results, const std::string& what);
 
 }  // namespace knmf::cli

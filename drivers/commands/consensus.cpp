@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "command.hpp"
+#include "options.hpp"
 #include "knmf/consensus/cnmf_mode.hpp"
 #include "knmf/consensus/native_mode.hpp"
 #include "knmf/consensus/plot.hpp"
@@ -20,49 +21,6 @@ namespace knmf::cli {
 
 namespace {
 
-/// The options cNMF's consensus and k_selection_plot share, bound to `sub`.
-/// Returns the --output-dir and --name options (native mode asks whether they were given).
-std::pair<CLI::Option*, CLI::Option*> add_consensus_options(
-    CLI::App* sub, std::string& output_dir, std::string& name, std::vector<int>& ks,
-    consensus::ConsensusOptions& o, std::string& results, std::string& counts, bool& read_only) {
-  auto* dir_opt = sub->add_option("--output-dir", output_dir,
-                                  "cNMF run folder parent: files are read from and written to "
-                                  "OUTPUT_DIR/NAME/ (native mode: optional, cNMF's files are "
-                                  "written there too when given)")
-                      ->capture_default_str();
-  auto* name_opt = sub->add_option("--name", name, "run name (cNMF's --name)")->capture_default_str();
-  sub->add_option("-k,--components", ks,
-                  "k values (default: every k of the job table or results file)");
-  sub->add_option("--local-density-threshold", o.local_density_threshold,
-                  "keep replicate spectra with local density below this (0 < t <= 2; 2 keeps all)")
-      ->capture_default_str();
-  sub->add_option("--local-neighborhood-size", o.local_neighborhood_size,
-                  "neighbours for the local density, as a fraction of the replicates")
-      ->capture_default_str();
-  sub->add_option("--results", results,
-                  "native mode: read the replicates from this knmf results file (knmf factorize) "
-                  "instead of the cNMF run folder's spectra files");
-  sub->add_option("--counts", counts,
-                  "native mode: X (.h5ad) the replicates were computed on (default: the input "
-                  "recorded in the results file)");
-  sub->add_flag("--read-only-results", read_only,
-                "native mode: leave the results file unchanged (the outputs go only to "
-                "--output-dir/--name)");
-  return {dir_opt, name_opt};
-}
-
-/// Native mode: cNMF's files go to OUTPUT_DIR/NAME only when either option was given.
-bool cnmf_folder_given(const std::pair<CLI::Option*, CLI::Option*>& opts) {
-  return opts.first->count() > 0 || opts.second->count() > 0;
-}
-
-/// Native mode without an output folder: figures go beside the results file,
-/// `<folder>/<stem>.<what>` (results.h5 -> results.k_selection.png).
-std::string beside_results(const std::string& results, const std::string& what) {
-  const std::filesystem::path p(results);
-  return (p.parent_path() / (p.stem().string() + "." + what)).string();
-}
-
 class ConsensusCommand : public Command {
 public:
   explicit ConsensusCommand(CLI::App& app) {
@@ -73,8 +31,9 @@ public:
         "tpm.h5ad, compute TPM spectra and gene scores; writes cNMF's consensus files (native "
         "mode, --results: into the results file, and cNMF's files when --output-dir/--name are "
         "given)");
-    folder_opts_ = add_consensus_options(sub, output_dir_, name_, ks_, opts_, native_.results,
-                                         native_.counts, read_only_);
+    folder_opts_ = add_consensus_options(
+        sub, output_dir_, name_, ks_, opts_, native_.results, native_.counts, read_only_,
+        "keep replicate spectra with local density below this (0 < t <= 2; 2 keeps all)");
     sub->add_flag("--show-clustering", show_clustering_,
                   "also draw NAME.clustering.k_K.dt_T.png (distance heatmap, density histogram)");
     sub->add_option("--tpm", native_.tpm,
