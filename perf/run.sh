@@ -11,6 +11,9 @@
 # Sections: solver memory sparse oocore scaling cnmf torch mpi consensus
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+# the sections' temporary run folders and files, removed however the script ends
+TMP_PATHS=()
+trap 'rm -rf "${TMP_PATHS[@]}"' EXIT
 ROOT=$(pwd)
 B=${KNMF_BUILD_DIR:-build}
 QUICK=0
@@ -112,6 +115,7 @@ fi
 if want cnmf; then
   log "pbmcA end to end: knmf vs scikit-learn"
   RUNS=$(mktemp -d /tmp/knmf-perf-cnmf.XXXXXX)
+  TMP_PATHS+=("$RUNS")
   cp -r "$SHARED/data/cnmf-pbmc-donor-a/prepare/pbmcA" "$RUNS/"
   chmod -R u+w "$RUNS"
   : > $RES/cnmf_knmf.txt
@@ -161,6 +165,7 @@ if want mpi; then
   for np in 1 2; do
     for mode in jobs rows; do
       out=$(mktemp -u /tmp/knmf-perf-mpi.XXXXXX.h5)
+      TMP_PATHS+=("$out")
       t0=$(date +%s.%N)
       OMP_NUM_THREADS=$((NT / np)) mpiexec -n $np --oversubscribe "$KNMF" factorize "$IN" -k 5 6 7 8 \
         --n-iter $(q 2 10) --seed 14 -o "$out" --quiet --distribute $mode

@@ -30,6 +30,7 @@ mkdir -p "$OUT"
 LOG=$OUT/check.log
 SUMMARY=$OUT/summary.md
 WORK=$(mktemp -d /tmp/knmf-gpu-check.XXXXXX)
+trap 'rm -rf "$WORK"' EXIT  # scratch only: everything kept goes to $OUT
 RES=$WORK/steps.tsv  # step, status, seconds, note
 : >"$LOG"
 : >"$RES"
@@ -270,7 +271,7 @@ fi
   bench=()
   for f in "$OUT"/bench_f32.json "$OUT"/bench_f64.json; do [[ -s $f ]] && bench+=("$f"); done
   if ((${#bench[@]})); then
-    echo "## Iteration benchmark (perf/bench_solver.cpp), medians of 3"
+    echo "## Iteration benchmark (perf/bench_solver.cpp), medians of 5"
     echo
     if command -v python3 >/dev/null; then
       python3 perf/gpu/summarize_bench.py "${bench[@]}" --gpu "$GPU_NAME" 2>&1
@@ -290,5 +291,4 @@ fi
 cat "$SUMMARY" >&3
 status=0
 grep -qv $'\tok\t' "$RES" && status=1
-rm -rf "$WORK"
 exit $status
