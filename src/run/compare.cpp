@@ -43,26 +43,23 @@ std::string join_ints(const std::vector<int>& v) {
   return s;
 }
 
-/// Largest value, NaN when any value is NaN; `empty` for no values.
-double nan_max(const std::vector<double>& v, double empty) {
+/// `pick` folded over the values, NaN when any value is NaN; `empty` for no values.
+template <class Pick>
+double nan_fold(const std::vector<double>& v, double empty, Pick pick) {
   double m = empty;
   bool first = true;
   for (double x : v) {
     if (std::isnan(x)) return kNaN;
-    m = first ? x : std::max(m, x);
+    m = first ? x : pick(m, x);
     first = false;
   }
   return m;
 }
+double nan_max(const std::vector<double>& v, double empty) {
+  return nan_fold(v, empty, [](double a, double b) { return std::max(a, b); });
+}
 double nan_min(const std::vector<double>& v, double empty) {
-  double m = empty;
-  bool first = true;
-  for (double x : v) {
-    if (std::isnan(x)) return kNaN;
-    m = first ? x : std::min(m, x);
-    first = false;
-  }
-  return m;
+  return nan_fold(v, empty, [](double a, double b) { return std::min(a, b); });
 }
 /// Median (mean of the two middle values for an even count), NaN when any value is NaN.
 double nan_median(std::vector<double> v, double empty) {

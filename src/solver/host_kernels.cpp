@@ -351,6 +351,11 @@ int vector_level() {
   }();
   return level;
 }
+// the variant for this CPU's widest vectors
+#define KNMF_PICK_GATHER(v512, v256, base) \
+  (vector_level() == 2 ? v512 : vector_level() == 1 ? v256 : base)
+#else
+#define KNMF_PICK_GATHER(v512, v256, base) base
 #endif
 }  // namespace
 
@@ -358,28 +363,16 @@ void host_gather(const std::int64_t* row_map, std::int64_t base, const std::int3
                  const double* values, std::int64_t a0, std::int64_t a1, const double* in,
                  std::int64_t ld_in, double* out, std::int64_t ld_out, std::int64_t rows,
                  bool accumulate) {
-#if KNMF_X86_DISPATCH
-  switch (vector_level()) {
-    case 2: return gather_d512(row_map, base, entries, values, a0, a1, in, ld_in, out, ld_out, rows, accumulate);
-    case 1: return gather_d256(row_map, base, entries, values, a0, a1, in, ld_in, out, ld_out, rows, accumulate);
-    default: break;
-  }
-#endif
-  gather_dbase(row_map, base, entries, values, a0, a1, in, ld_in, out, ld_out, rows, accumulate);
+  KNMF_PICK_GATHER(gather_d512, gather_d256, gather_dbase)
+  (row_map, base, entries, values, a0, a1, in, ld_in, out, ld_out, rows, accumulate);
 }
 
 void host_gather(const std::int64_t* row_map, std::int64_t base, const std::int32_t* entries,
                  const float* values, std::int64_t a0, std::int64_t a1, const float* in,
                  std::int64_t ld_in, float* out, std::int64_t ld_out, std::int64_t rows,
                  bool accumulate) {
-#if KNMF_X86_DISPATCH
-  switch (vector_level()) {
-    case 2: return gather_f512(row_map, base, entries, values, a0, a1, in, ld_in, out, ld_out, rows, accumulate);
-    case 1: return gather_f256(row_map, base, entries, values, a0, a1, in, ld_in, out, ld_out, rows, accumulate);
-    default: break;
-  }
-#endif
-  gather_fbase(row_map, base, entries, values, a0, a1, in, ld_in, out, ld_out, rows, accumulate);
+  KNMF_PICK_GATHER(gather_f512, gather_f256, gather_fbase)
+  (row_map, base, entries, values, a0, a1, in, ld_in, out, ld_out, rows, accumulate);
 }
 
 }  // namespace knmf::detail
