@@ -19,6 +19,9 @@ void make_pbmc_run(const fs::path& out, bool with_tpm) {
     if (!with_tpm && name.find(".tpm") != std::string::npos) continue;
     fs::copy_file(e.path(), run / "cnmf_tmp" / name);
   }
+  // cNMF's tpm.h5ad is not committed: the copy derived from the raw counts, checked to be
+  // cNMF's file by its fingerprint (test_support.hpp).
+  if (with_tpm) fs::copy_file(pbmc_tpm_h5ad(), run / "cnmf_tmp" / "pbmcA.tpm.h5ad");
   fs::copy_file(pbmc_prepare() / "pbmcA.overdispersed_genes.txt", run / "pbmcA.overdispersed_genes.txt");
   for (int k : {5, 6, 7, 8}) {
     const std::string f = "pbmcA.spectra.k_" + std::to_string(k) + ".merged.df.npz";

@@ -10,7 +10,7 @@
 
 namespace knmf::test {
 
-inline std::filesystem::path pbmc_dir() { return shared_dir() / "data" / "cnmf-pbmc-donor-a"; }
+inline std::filesystem::path pbmc_dir() { return real_dir() / "cnmf-pbmc-donor-a"; }
 inline std::filesystem::path pbmc_ref_tmp() { return pbmc_dir() / "reference" / "pbmcA" / "cnmf_tmp"; }
 inline std::filesystem::path pbmc_prepare() { return pbmc_dir() / "prepare" / "pbmcA"; }
 
@@ -29,7 +29,7 @@ inline const nlohmann::json& consensus_golden() {
 }
 
 /// A writable cNMF run folder `out/pbmcA`: cNMF's prepare outputs (with or without the TPM
-/// files) plus its merged spectra of k = 5..8.
+/// files; pbmcA.tpm.h5ad from pbmc_tpm_h5ad()) plus its merged spectra of k = 5..8.
 void make_pbmc_run(const std::filesystem::path& out, bool with_tpm = true);
 
 /// A finished knmf results file at `path` holding cNMF's 20 replicates of each of `ks` (from

@@ -13,15 +13,7 @@ using namespace knmf;
 using namespace knmf::consensus;
 using namespace knmf::test;
 
-class Pbmc : public ::testing::Test {
-protected:
-  void SetUp() override {
-    if (!require_shared("the consensus tests on cNMF's pbmcA run")) {
-      if (std::getenv("KNMF_ALLOW_MISSING_SHARED")) GTEST_SKIP();
-      FAIL() << "../shared is missing";
-    }
-  }
-};
+class Pbmc : public ::testing::Test {};
 
 TEST_F(Pbmc, LocalDensityEqualsCnmfCache) {
   const auto merged = merged_spectra(7);

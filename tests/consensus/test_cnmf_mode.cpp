@@ -24,10 +24,6 @@ namespace fs = std::filesystem;
 class CnmfMode : public ::testing::Test {
 protected:
   void SetUp() override {
-    if (!require_shared("the consensus file tests on cNMF's pbmcA run")) {
-      if (std::getenv("KNMF_ALLOW_MISSING_SHARED")) GTEST_SKIP();
-      FAIL() << "../shared is missing";
-    }
     make_pbmc_run(tmp.path());
     paths = std::make_unique<io::CnmfPaths>(tmp.path().string(), "pbmcA");
   }

@@ -18,15 +18,7 @@ namespace fs = std::filesystem;
 
 void make_run(const fs::path& out, bool with_tpm = true) { make_pbmc_run(out, with_tpm); }
 
-class Reference : public ::testing::Test {
-protected:
-  void SetUp() override {
-    if (!require_shared("the consensus tests on cNMF's pbmcA run")) {
-      if (std::getenv("KNMF_ALLOW_MISSING_SHARED")) GTEST_SKIP();
-      FAIL() << "../shared is missing";
-    }
-  }
-};
+class Reference : public ::testing::Test {};
 
 /// max |a - b| / max |b| over the whole table.
 double table_rel_diff(const io::DataFrame& a, const io::DataFrame& b) {

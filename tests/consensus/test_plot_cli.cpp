@@ -61,7 +61,6 @@ std::vector<std::vector<double>> embedded_table(const std::string& png) {
 }
 
 TEST(Plot, KSelectionPngShowsTheStatsTable) {
-  KNMF_REQUIRE_SHARED("the k-selection stats of cNMF's pbmcA run");
   TempDir tmp("knmf-plot");
   const std::string png = (tmp.path() / "k.png").string();
   const auto rows = reference_rows();
@@ -149,7 +148,6 @@ TEST(Plot, ClusteringFigure) {
 }
 
 TEST(Cli, ConsensusAndKSelectionCommands) {
-  KNMF_REQUIRE_SHARED("cNMF's pbmcA run");
   TempDir tmp("knmf-cli");
   make_pbmc_run(tmp.path());
   const std::string dir = tmp.path().string();
@@ -180,7 +178,6 @@ TEST(Cli, ConsensusAndKSelectionCommands) {
 // Native mode from the command line: the outputs go into the results file (and the figures
 // beside it), cNMF's files only when --output-dir/--name are given.
 TEST(Cli, NativeModeWritesIntoTheResultsFile) {
-  KNMF_REQUIRE_SHARED("cNMF's pbmcA run");
   TempDir tmp("knmf-cli-native");
   make_pbmc_run(tmp.path(), false);
   const fs::path results = tmp.path() / "run.h5";

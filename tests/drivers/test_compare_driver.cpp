@@ -102,8 +102,7 @@ TEST(CompareDriver, BadInputsGiveOneLineErrors) {
 // knmf factorize (native mode) on cNMF's pbmcA input against cNMF's own run of the same job
 // table (its merged spectra files): knmf's cd solver reproduces scikit-learn's to ~1e-13.
 TEST(CompareDriver, PbmcANativeAgainstCnmfReference) {
-  KNMF_REQUIRE_SHARED("the pbmcA cNMF run (data/cnmf-pbmc-donor-a)");
-  const auto base = knmf::test::shared_dir() / "data" / "cnmf-pbmc-donor-a";
+  const auto base = knmf::test::real_dir() / "cnmf-pbmc-donor-a";
   TempDir tmp;
   const std::string results = (tmp / "results.h5").string();
   const auto f = run_knmf({"factorize", (base / "prepare" / "pbmcA" / "cnmf_tmp" / "pbmcA.norm_counts.h5ad").string(),

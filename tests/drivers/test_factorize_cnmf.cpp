@@ -14,9 +14,9 @@ using namespace knmf;
 using namespace knmf::test;
 namespace fs = std::filesystem;
 
-fs::path prepare_dir() { return shared_dir() / "data" / "cnmf-pbmc-donor-a" / "prepare" / "pbmcA"; }
+fs::path prepare_dir() { return pbmc_prepare_dir(); }
 fs::path reference_tmp() {
-  return shared_dir() / "data" / "cnmf-pbmc-donor-a" / "reference" / "pbmcA" / "cnmf_tmp";
+  return pbmc_reference_dir() / "pbmcA" / "cnmf_tmp";
 }
 
 /// A writable copy of cNMF's prepare outputs.
@@ -36,15 +36,7 @@ std::set<std::string> spectra_files(const fs::path& dir) {
   return s;
 }
 
-class CnmfMode : public ::testing::Test {
-protected:
-  void SetUp() override {
-    if (!require_shared("the cNMF-mode driver tests")) {
-      if (std::getenv("KNMF_ALLOW_MISSING_SHARED")) GTEST_SKIP();
-      FAIL() << "../shared is missing";
-    }
-  }
-};
+class CnmfMode : public ::testing::Test {};
 
 TEST_F(CnmfMode, DropInForCnmfFactorizeMatchesCnmfsRun) {
   TempDir tmp("knmf-cnmf");

@@ -12,19 +12,11 @@ using namespace knmf::test;
 namespace fs = std::filesystem;
 
 std::string pbmc_counts() {
-  return (shared_dir() / "data" / "cnmf-pbmc-donor-a" / "prepare" / "pbmcA" / "cnmf_tmp" /
+  return (pbmc_prepare_dir() / "cnmf_tmp" /
           "pbmcA.norm_counts.h5ad").string();
 }
 
-class Native : public ::testing::Test {
-protected:
-  void SetUp() override {
-    if (!require_shared("the native-mode driver tests")) {
-      if (std::getenv("KNMF_ALLOW_MISSING_SHARED")) GTEST_SKIP();
-      FAIL() << "../shared is missing";
-    }
-  }
-};
+class Native : public ::testing::Test {};
 
 TEST_F(Native, JobTableEqualsCnmfPrepareForTheSameArguments) {
   TempDir tmp("knmf-native-jobs");
@@ -35,7 +27,7 @@ TEST_F(Native, JobTableEqualsCnmfPrepareForTheSameArguments) {
                            "--seed", "14", "-o", out, "--max-iter", "2", "--quiet"});
   ASSERT_EQ(r.status, 0) << r.out;
   const auto reader = io::ResultsReader::open(out);
-  const auto cnmf = io::read_cnmf_job_table((shared_dir() / "data" / "cnmf-pbmc-donor-a" / "prepare" /
+  const auto cnmf = io::read_cnmf_job_table((real_dir() / "cnmf-pbmc-donor-a" / "prepare" /
                                              "pbmcA" / "cnmf_tmp" / "pbmcA.nmf_params.df.npz").string());
   const auto& jobs = reader.info().jobs;
   ASSERT_EQ(jobs.size(), cnmf.size());
@@ -145,12 +137,8 @@ TEST_F(Native, UnwritableOutputIsRefusedWithoutOutput) {
 namespace {
 using namespace knmf::test;
 TEST(NativePlan, RunThatCannotFitOneReplicateStopsBeforeAllocating) {
-  if (!require_shared("the memory-plan test")) {
-    if (std::getenv("KNMF_ALLOW_MISSING_SHARED")) GTEST_SKIP();
-    FAIL();
-  }
   TempDir tmp("knmf-native-mem");
-  const auto in = (shared_dir() / "data" / "cnmf-pbmc-donor-a" / "prepare" / "pbmcA" / "cnmf_tmp" /
+  const auto in = (pbmc_prepare_dir() / "cnmf_tmp" /
                    "pbmcA.norm_counts.h5ad").string();
   const auto r = run_knmf({"factorize", in, "-k", "7", "--n-iter", "2", "-o",
                            (tmp.path() / "r.h5").string(), "--device-memory-limit", "1M"});

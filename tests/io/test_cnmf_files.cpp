@@ -12,11 +12,10 @@ namespace {
 using knmf::test::io_fixture;
 
 std::string prepared(const std::string& file) {
-  return (knmf::test::shared_dir() / "data/cnmf-pbmc-donor-a/prepare/pbmcA/cnmf_tmp" / file).string();
+  return (knmf::test::pbmc_prepare_dir() / "cnmf_tmp" / file).string();
 }
 
 TEST(CnmfFiles, RealJobTableEqualsCnmfPrepare) {
-  KNMF_REQUIRE_SHARED("the cNMF job table");
   const auto jobs = knmf::io::read_cnmf_job_table(prepared("pbmcA.nmf_params.df.npz"));
   // cnmf prepare -k 5 6 7 8 --n-iter 20 --seed 14
   const auto expected = knmf::cnmf_job_table({5, 6, 7, 8}, 20, 14);
@@ -68,7 +67,6 @@ TEST(CnmfFiles, JobTableFromAnIntegerFrameAndBadTables) {
 }
 
 TEST(CnmfFiles, RealRunParameters) {
-  KNMF_REQUIRE_SHARED("the cNMF run parameters");
   const auto p = knmf::io::read_nmf_run_params(prepared("pbmcA.nmf_idvrun_params.yaml"));
   EXPECT_EQ(p.solver, "cd");
   EXPECT_EQ(p.tol, 1e-4);
@@ -133,11 +131,13 @@ TEST(CnmfFiles, PathsFollowCnmf) {
 }
 
 TEST(CnmfFiles, ReferenceFilesSitWhereThePathsSay) {
-  KNMF_REQUIRE_SHARED("the cNMF reference run");
-  const auto base = knmf::test::shared_dir() / "data/cnmf-pbmc-donor-a";
+  const auto base = knmf::test::real_dir() / "cnmf-pbmc-donor-a";
   const knmf::io::CnmfPaths prep((base / "prepare").string(), "pbmcA");
   const knmf::io::CnmfPaths ref((base / "reference").string(), "pbmcA");
-  for (const auto& f : {prep.normalized_counts(), prep.tpm(), prep.tpm_stats(), prep.nmf_run_parameters(),
+  // tpm.h5ad is not committed (tests derive it); its fingerprint records where cNMF wrote it.
+  const auto fp = knmf::test::load_json("real/cnmf-pbmc-donor-a/tpm_fingerprint.json");
+  EXPECT_EQ(prep.tpm(), (knmf::test::real_dir() / fp["file"].get<std::string>()).string());
+  for (const auto& f : {prep.normalized_counts(), prep.tpm_stats(), prep.nmf_run_parameters(),
                         prep.nmf_replicate_parameters(), prep.nmf_genes_list(), ref.merged_spectra(5),
                         ref.merged_spectra(8), ref.local_density_cache(7), ref.consensus_spectra(7, 0.5),
                         ref.consensus_usages(7, 0.5), ref.gene_spectra_score(7, 0.5),

@@ -56,12 +56,11 @@ std::string data_bytes(const DataFrame& df) {
 }
 
 TEST(DataFrame, ReferenceRunFilesMatchPandas) {
-  KNMF_REQUIRE_SHARED("the cNMF reference run");
   knmf::test::TempDir dir("knmf-df");
   const auto golden = knmf::test::load_json("io_golden.json");
   ASSERT_GE(golden["reference"].size(), 13u);
   for (const auto& g : golden["reference"]) {
-    const std::string path = (knmf::test::shared_dir() / g["file"].get<std::string>()).string();
+    const std::string path = (knmf::test::real_dir() / g["file"].get<std::string>()).string();
     SCOPED_TRACE(path);
     const DataFrame df = knmf::io::read_df_npz(path);
     EXPECT_EQ(df.rows, g["rows"].get<std::int64_t>());
@@ -100,9 +99,8 @@ TEST(DataFrame, ReferenceRunFilesMatchPandas) {
 }
 
 TEST(DataFrame, MergedSpectraRowsAreReplicateTopics) {
-  KNMF_REQUIRE_SHARED("the cNMF reference run");
   const DataFrame df = knmf::io::read_df_npz(
-      (knmf::test::shared_dir() / "data/cnmf-pbmc-donor-a/reference/pbmcA/cnmf_tmp/pbmcA.spectra.k_7.merged.df.npz")
+      (knmf::test::pbmc_reference_dir() / "pbmcA/cnmf_tmp/pbmcA.spectra.k_7.merged.df.npz")
           .string());
   ASSERT_EQ(df.rows, 140);
   ASSERT_EQ(df.cols, 2000);
@@ -266,10 +264,9 @@ json.dump({"dtype": str(a.values.dtype), "values": [float(v).hex() for v in a.va
 }
 
 TEST(DataFrame, RewritingAReferenceFileKeepsItsContent) {
-  KNMF_REQUIRE_SHARED("the cNMF reference run");
   knmf::test::TempDir dir("knmf-df");
   const DataFrame ref = knmf::io::read_df_npz(
-      (knmf::test::shared_dir() / "data/cnmf-pbmc-donor-a/reference/pbmcA/cnmf_tmp/pbmcA.spectra.k_7.dt_0_5.consensus.df.npz")
+      (knmf::test::pbmc_reference_dir() / "pbmcA/cnmf_tmp/pbmcA.spectra.k_7.dt_0_5.consensus.df.npz")
           .string());
   const auto path = (dir / "copy.df.npz").string();
   knmf::io::write_df_npz(path, ref);

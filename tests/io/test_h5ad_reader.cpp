@@ -1,5 +1,5 @@
 // H5adReader against the committed fixtures (tests/data/h5ad, made by
-// tests/scripts/make_h5ad_fixtures.py) and the real matrices under ../shared/data.
+// tests/scripts/make_h5ad_fixtures.py) and the real matrices under tests/data/real.
 
 #include <algorithm>
 #include <cmath>
@@ -242,12 +242,11 @@ class RealFile : public ::testing::TestWithParam<std::string> {
 protected:
   const nlohmann::json& g() const { return golden()["real"][GetParam()]; }
   std::filesystem::path path() const {
-    return knmf::test::shared_dir() / g()["path"].get<std::string>();
+    return knmf::test::real_dir() / g()["path"].get<std::string>();
   }
 };
 
 TEST_P(RealFile, InfoAndNames) {
-  KNMF_REQUIRE_SHARED("h5ad golden values of " + GetParam());
   const auto r = H5adReader::open(path());
   const auto& i = r.info();
   EXPECT_EQ(i.format, StorageFormat::Csr);
@@ -271,7 +270,6 @@ TEST_P(RealFile, InfoAndNames) {
 }
 
 TEST_P(RealFile, SumsInEveryBlockSize) {
-  KNMF_REQUIRE_SHARED("h5ad golden values of " + GetParam());
   const auto r = H5adReader::open(path());
   const auto all = read_csr_in_blocks<double>(r, r.info().n_obs);
   // Row and total sums against golden (exact for counts; float64 data summed in another order).
@@ -293,7 +291,6 @@ TEST_P(RealFile, SumsInEveryBlockSize) {
 }
 
 TEST_P(RealFile, CsrAsDenseAgrees) {
-  KNMF_REQUIRE_SHARED("h5ad golden values of " + GetParam());
   const auto r = H5adReader::open(path());
   const std::int64_t n = r.info().n_obs, gcols = r.info().n_vars;
   CsrBlock<double> b;

@@ -244,8 +244,7 @@ TEST(H5adWriter, BadOptions) {
 /// A real matrix written as a dense file and read back as CSR: the dense-to-CSR path on real
 /// data (zeros dropped) must give back the original CSR exactly.
 TEST(H5adWriter, RealMatrixThroughDenseFile) {
-  KNMF_REQUIRE_SHARED("the pbmc1k-v3-chr21 matrix");
-  const auto src = H5adReader::open(knmf::test::shared_dir() / "data/pbmc1k-v3-chr21/pbmc1k-v3-chr21.h5ad");
+  const auto src = H5adReader::open(knmf::test::real_dir() / "pbmc1k-v3-chr21/pbmc1k-v3-chr21.h5ad");
   const auto m = read_csr_in_blocks<float>(src, src.info().n_obs);
   TempDir dir("knmf-h5ad");
   H5adWriteOptions o;

@@ -38,19 +38,11 @@ ProcResult run(const std::vector<std::string>& args) {
 }
 
 std::string counts() {
-  return (shared_dir() / "data" / "cnmf-pbmc-donor-a" / "prepare" / "pbmcA" / "cnmf_tmp" /
+  return (pbmc_prepare_dir() / "cnmf_tmp" /
           "pbmcA.norm_counts.h5ad").string();
 }
 
-class MpiDriver : public ::testing::Test {
-protected:
-  void SetUp() override {
-    if (!require_shared("the MPI driver tests")) {
-      if (std::getenv("KNMF_ALLOW_MISSING_SHARED")) GTEST_SKIP();
-      FAIL() << "../shared is missing";
-    }
-  }
-};
+class MpiDriver : public ::testing::Test {};
 
 /// Compare two results files: bitwise, or within `tol` (relative, spectra) when reordered sums.
 void compare_results(const std::string& a, const std::string& b, double tol) {
@@ -111,7 +103,7 @@ TEST_F(MpiDriver, CnmfModeWritesTheSameFilesAsOneProcess) {
   TempDir tmp("knmf-mpi-cnmf");
   for (const char* d : {"one", "many"}) {
     fs::create_directories(tmp.path() / d);
-    fs::copy(shared_dir() / "data" / "cnmf-pbmc-donor-a" / "prepare" / "pbmcA", tmp.path() / d / "pbmcA",
+    fs::copy(pbmc_prepare_dir(), tmp.path() / d / "pbmcA",
              fs::copy_options::recursive);
     for (auto& e : fs::recursive_directory_iterator(tmp.path() / d))
       fs::permissions(e.path(), fs::perms::owner_write, fs::perm_options::add);

@@ -1,5 +1,5 @@
 // knmf's prepare against a real cNMF run: cNMF's `prepare --numgenes 2000` outputs for
-// pbmc-donor-a (../shared/data/cnmf-pbmc-donor-a/prepare/pbmcA): the highly variable genes,
+// pbmc-donor-a (tests/data/real/cnmf-pbmc-donor-a/prepare/pbmcA): the highly variable genes,
 // the unit-variance matrix that factorize reads, and the TPM matrix and statistics.
 #include <gtest/gtest.h>
 
@@ -21,10 +21,10 @@ using namespace knmf;
 using namespace knmf::test;
 
 std::filesystem::path pbmc_counts() {
-  return shared_dir() / "data" / "pbmc-donor-a" / "pbmc-donor-a.h5ad";
+  return real_dir() / "pbmc-donor-a" / "pbmc-donor-a.h5ad";
 }
 std::filesystem::path cnmf_prepare() {
-  return shared_dir() / "data" / "cnmf-pbmc-donor-a" / "prepare" / "pbmcA";
+  return pbmc_prepare_dir();
 }
 
 std::vector<std::string> read_lines(const std::filesystem::path& p) {
@@ -65,7 +65,6 @@ const PbmcRun& pbmc_run() {
 }
 
 TEST(PrepareCnmf, SameHighlyVariableGenesAsCnmf) {
-  KNMF_REQUIRE_SHARED("cNMF's prepare outputs for pbmc-donor-a");
   const auto& run = pbmc_run();
   const auto& res = run.res;
   std::printf("[prepare] pbmc-donor-a (2896 x 13939) in %.2f s\n", run.seconds);
@@ -88,7 +87,6 @@ TEST(PrepareCnmf, SameHighlyVariableGenesAsCnmf) {
 }
 
 TEST(PrepareCnmf, NormCountsEqualCnmfBitForBit) {
-  KNMF_REQUIRE_SHARED("cNMF's prepare outputs for pbmc-donor-a");
   const auto& res = pbmc_run().res;
   auto ref = io::H5adReader::open(cnmf_prepare() / "cnmf_tmp" / "pbmcA.norm_counts.h5ad");
   ASSERT_EQ(ref.info().n_obs, res.norm_counts.rows());
@@ -122,20 +120,29 @@ TEST(PrepareCnmf, NormCountsEqualCnmfBitForBit) {
 }
 
 TEST(PrepareCnmf, TpmAndTpmStatsMatchCnmf) {
-  KNMF_REQUIRE_SHARED("cNMF's prepare outputs for pbmc-donor-a");
   const auto& res = pbmc_run().res;
-  auto ref = io::H5adReader::open(cnmf_prepare() / "cnmf_tmp" / "pbmcA.tpm.h5ad");
-  io::CsrBlock<float> T;
-  ref.read_csr_rows<float>(0, ref.info().n_obs, T);
-  ASSERT_EQ(T.rows(), res.tpm.rows());
-  ASSERT_EQ(T.nnz(), res.tpm.nnz());
-  std::int64_t differ = 0;
-  for (std::int64_t i = 0; i < T.rows(); ++i) {
-    const auto a = row_map(res.tpm, i), b = row_map(T, i);
-    ASSERT_EQ(a.size(), b.size());
-    for (const auto& [col, vb] : b) differ += a.at(col) != vb;
-  }
-  EXPECT_EQ(differ, 0) << "TPM values (float32) differing from cNMF's tpm.h5ad";
+  // cNMF's tpm.h5ad (6.5 MB) is not committed; its fingerprint is (shape, nnz, a 64-bit hash
+  // of the float32 CSR entries in canonical order and of the names; made from cNMF's file by
+  // tests/scripts/make_real_fixtures.py). Equal hashes: the same float32 values bit for bit.
+  const auto fp = load_json("real/cnmf-pbmc-donor-a/tpm_fingerprint.json");
+  ASSERT_EQ(res.tpm.rows(), fp["n_obs"].get<std::int64_t>());
+  ASSERT_EQ(res.tpm.ncols, fp["n_vars"].get<std::int64_t>());
+  ASSERT_EQ(res.tpm.nnz(), fp["nnz"].get<std::int64_t>());
+  auto hex = [](std::uint64_t v) {
+    char b[17];
+    std::snprintf(b, sizeof b, "%016llx", static_cast<unsigned long long>(v));
+    return std::string(b);
+  };
+  const auto h = csr_fingerprint(res.tpm.row_offsets, res.tpm.cols, res.tpm.values);
+  EXPECT_EQ(hex(h), fp["matrix_hash"].get<std::string>())
+      << "TPM values (float32) differing from cNMF's tpm.h5ad";
+  EXPECT_EQ(hex(names_fingerprint(res.cell_names)), fp["obs_names_hash"].get<std::string>());
+  EXPECT_EQ(hex(names_fingerprint(io::H5adReader::open(pbmc_counts()).var_names())),
+            fp["var_names_hash"].get<std::string>());
+  // The hash sees a one-ulp change of any one value.
+  auto values = res.tpm.values;
+  values[values.size() / 2] = std::nextafter(values[values.size() / 2], 0.0f);
+  EXPECT_NE(csr_fingerprint(res.tpm.row_offsets, res.tpm.cols, values), h);
 
   // tpm_stats: cNMF accumulates these statistics of the float32 TPM in float32 (scipy);
   // knmf in float64. Achieved: 6e-8 (mean), 3e-8 (std), i.e. float32 rounding.

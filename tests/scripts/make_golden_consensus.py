@@ -23,8 +23,8 @@ from sklearn.metrics.pairwise import euclidean_distances
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "..", "data", "consensus")
-SHARED = os.path.join(HERE, "..", "..", "..", "shared", "data", "cnmf-pbmc-donor-a", "reference",
-                      "pbmcA", "cnmf_tmp")
+REF = os.path.join(HERE, "..", "data", "real", "cnmf-pbmc-donor-a", "reference", "pbmcA",
+                      "cnmf_tmp")
 
 
 def load(f):
@@ -43,7 +43,7 @@ def main():
     os.makedirs(OUT, exist_ok=True)
     golden = {"pbmc": {}, "synthetic": []}
     for k in (5, 6, 7, 8):
-        ms = load(os.path.join(SHARED, "pbmcA.spectra.k_%d.merged.df.npz" % k))
+        ms = load(os.path.join(REF, "pbmcA.spectra.k_%d.merged.df.npz" % k))
         l2 = (ms.T / np.sqrt((ms ** 2).sum(axis=1))).T
         golden["pbmc"]["k%d_all" % k] = km(l2.values, k)
         if k == 7:

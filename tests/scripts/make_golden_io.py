@@ -2,8 +2,9 @@
 """Golden values for knmf's .npy/.npz/DataFrame readers and writers (tests/io/).
 
 Run with Debian's Python stack (numpy 1.24, pandas 1.5):
-    /usr/bin/python3 tests/scripts/make_golden_io.py [SHARED_DIR]
-SHARED_DIR defaults to ../shared beside the checkout. Writes tests/data/io_golden.json:
+    /usr/bin/python3 tests/scripts/make_golden_io.py [REAL_DIR]
+REAL_DIR defaults to tests/data/real (copies of ../shared/data, tests/scripts/make_real_fixtures.py);
+the "file" paths below are relative to it. Writes tests/data/io_golden.json:
 
 * "reference": for each cNMF .df.npz of the pbmc-donor-a reference run, loaded exactly as cNMF
   loads it (pd.DataFrame(**np.load(path, allow_pickle=True))): shape, dtype, a CRC-32 of the
@@ -25,8 +26,8 @@ import pandas as pd
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
-SHARED = sys.argv[1] if len(sys.argv) > 1 else os.path.join(REPO, "..", "shared")
-RUN = "data/cnmf-pbmc-donor-a"
+REAL = sys.argv[1] if len(sys.argv) > 1 else os.path.join(REPO, "tests", "data", "real")
+RUN = "cnmf-pbmc-donor-a"
 
 FILES = [
     "prepare/pbmcA/cnmf_tmp/pbmcA.nmf_params.df.npz",
@@ -74,7 +75,7 @@ def cell_json(v):
 
 
 def reference_entry(rel):
-    path = os.path.join(SHARED, RUN, rel)
+    path = os.path.join(REAL, RUN, rel)
     with np.load(path, allow_pickle=True) as f:
         raw = {k: f[k] for k in f.files}
         df = pd.DataFrame(**f)

@@ -1,12 +1,12 @@
 #!/usr/bin/python3
 """Golden data for knmf's solver tests, from scikit-learn 1.2.1 (Debian python3-sklearn).
 
-    /usr/bin/python3 tests/scripts/make_golden_nmf.py [--shared ../shared]
+    /usr/bin/python3 tests/scripts/make_golden_nmf.py [--real tests/data/real]
 
 Writes tests/data/nmf/golden.json (metadata, iteration counts, errors) and raw little-endian
 float64 arrays tests/data/nmf/<case>.<name>.f64 (row-major, shapes in the JSON).
 Synthetic matrices are stored too, so the synthetic tests need no other input; the real-matrix
-cases read cNMF's prepared pbmcA norm_counts.h5ad from ../shared at test time.
+cases read cNMF's prepared pbmcA norm_counts.h5ad from tests/data/real at test time.
 """
 import argparse
 import json
@@ -24,7 +24,7 @@ warnings.filterwarnings("ignore")
 here = os.path.dirname(os.path.abspath(__file__))
 out_dir = os.path.normpath(os.path.join(here, "..", "data", "nmf"))
 ap = argparse.ArgumentParser()
-ap.add_argument("--shared", default=os.path.join(here, "..", "..", "..", "shared"))
+ap.add_argument("--real", default=os.path.join(here, "..", "data", "real"))
 args = ap.parse_args()
 os.makedirs(out_dir, exist_ok=True)
 meta = {"sklearn_version": sklearn.__version__, "numpy_version": np.__version__, "cases": {}}
@@ -48,8 +48,8 @@ def synthetic(n, g, k, seed, zero_rows=(), zero_cols=()):
     return X
 
 
-def load_norm_counts(shared):
-    path = os.path.join(shared, "data", "cnmf-pbmc-donor-a", "prepare", "pbmcA", "cnmf_tmp",
+def load_norm_counts(real_dir):
+    path = os.path.join(real_dir, "cnmf-pbmc-donor-a", "prepare", "pbmcA", "cnmf_tmp",
                         "pbmcA.norm_counts.h5ad")
     with h5py.File(path, "r") as f:
         g = f["X"]
@@ -124,8 +124,8 @@ add_refit("refit_mu_synth_reg", Xs, Hmu, "mu", 1e-4, 1000, aW=0.02, l1=0.5)
 add_refit("refit_cd_synth", Xs, Hmu, "cd", 1e-4, 1000)
 add_refit("refit_cd_synth_reg", Xs, Hmu, "cd", 1e-4, 1000, aW=0.02, l1=0.5)
 
-# ---- the real matrix: cNMF's prepared pbmcA norm_counts (read from ../shared by the tests) --
-Xr = load_norm_counts(args.shared)
+# ---- the real matrix: cNMF's prepared pbmcA norm_counts (read from tests/data/real by the tests) --
+Xr = load_norm_counts(args.real)
 meta["real"] = {"shape": list(Xr.shape), "nnz": int(Xr.nnz), "sum": float(Xr.sum()),
                 "norm2": float(Xr.multiply(Xr).sum())}
 W0, H0 = _initialize_nmf(Xr, 7, init="random", random_state=59886188)

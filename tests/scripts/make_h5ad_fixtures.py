@@ -2,14 +2,14 @@
 """Fixtures and golden values for knmf's .h5ad reader/writer (tests/io/test_h5ad*.cpp).
 
 Run with Debian's Python stack (numpy 1.24, scipy, h5py 3.7, anndata 0.8):
-    /usr/bin/python3 tests/scripts/make_h5ad_fixtures.py [--shared ../shared]
+    /usr/bin/python3 tests/scripts/make_h5ad_fixtures.py [--real tests/data/real]
 Writes tests/data/h5ad/*.h5ad (tiny, valid and malformed) and tests/data/h5ad/golden.json.
 
 golden.json holds
   * "fixtures": for each valid fixture its format, dtypes, the full matrix (dense, row-major)
     and the obs/var names;
   * "malformed": for each malformed fixture the substrings its one-line error must contain;
-  * "real": shape, nnz, names and sums of the real matrices under ../shared/data.
+  * "real": shape, nnz, names and sums of the real matrices under tests/data/real (copies of ../shared/data).
 Every number in the matrices is exactly representable in float32, so the test compares exactly.
 """
 import argparse
@@ -287,15 +287,15 @@ def malformed_fixtures(golden):
     golden["malformed"] = bad
 
 
-def real_golden(golden, shared):
+def real_golden(golden, real_dir):
     files = {
-        "pbmc1k-v3-chr21": "data/pbmc1k-v3-chr21/pbmc1k-v3-chr21.h5ad",
-        "mouse-brain-e18-10k": "data/mouse-brain-e18-10k/mouse-brain-e18-10k.h5ad",
-        "pbmcA.norm_counts": "data/cnmf-pbmc-donor-a/prepare/pbmcA/cnmf_tmp/pbmcA.norm_counts.h5ad",
+        "pbmc1k-v3-chr21": "pbmc1k-v3-chr21/pbmc1k-v3-chr21.h5ad",
+        "mouse-brain-e18-10k": "mouse-brain-e18-10k/mouse-brain-e18-10k.h5ad",
+        "pbmcA.norm_counts": "cnmf-pbmc-donor-a/prepare/pbmcA/cnmf_tmp/pbmcA.norm_counts.h5ad",
     }
     real = {}
     for key, rel in files.items():
-        ad = anndata.read_h5ad(os.path.join(shared, rel))
+        ad = anndata.read_h5ad(os.path.join(real_dir, rel))
         X = sp.csr_matrix(ad.X)
         n, g = X.shape
         rows = sorted({0, 1, 2, 7, n // 2, n - 1})
@@ -304,7 +304,7 @@ def real_golden(golden, shared):
         row_sums = {str(r): math.fsum(Xd64.data[X.indptr[r]:X.indptr[r + 1]]) for r in rows}
         csc = Xd64.tocsc()
         col_sums = {str(c): math.fsum(csc.data[csc.indptr[c]:csc.indptr[c + 1]]) for c in cols}
-        with h5py.File(os.path.join(shared, rel), "r") as f:
+        with h5py.File(os.path.join(real_dir, rel), "r") as f:
             dtypes = {k: str(f["X"][k].dtype) for k in ("data", "indices", "indptr")}
         real[key] = {
             "path": rel, "n_obs": n, "n_vars": g, "nnz": int(X.nnz),
@@ -321,7 +321,7 @@ def real_golden(golden, shared):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--shared", default=os.path.join(os.path.dirname(REPO), "shared"))
+    ap.add_argument("--real", default=os.path.join(REPO, "tests", "data", "real"))
     args = ap.parse_args()
     os.makedirs(OUT, exist_ok=True)
     for f in os.listdir(OUT):
@@ -331,7 +331,7 @@ def main():
               "fixtures": {}}
     valid_fixtures(golden)
     malformed_fixtures(golden)
-    real_golden(golden, args.shared)
+    real_golden(golden, args.real)
     with open(os.path.join(OUT, "golden.json"), "w") as f:
         json.dump(golden, f, indent=1, ensure_ascii=False)
         f.write("\n")

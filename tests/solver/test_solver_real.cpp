@@ -15,10 +15,10 @@ using namespace knmf;
 using namespace knmf::test;
 
 std::filesystem::path pbmc_prepare() {
-  return shared_dir() / "data" / "cnmf-pbmc-donor-a" / "prepare" / "pbmcA" / "cnmf_tmp";
+  return pbmc_prepare_dir() / "cnmf_tmp";
 }
 std::filesystem::path pbmc_reference() {
-  return shared_dir() / "data" / "cnmf-pbmc-donor-a" / "reference";
+  return pbmc_reference_dir();
 }
 
 const DenseMatrix<double>& real_matrix() {
@@ -30,15 +30,7 @@ const DenseMatrix<double>& real_matrix() {
   return *X;
 }
 
-class Real : public ::testing::Test {
-protected:
-  void SetUp() override {
-    if (!require_shared("the real-matrix solver tests")) {
-      if (std::getenv("KNMF_ALLOW_MISSING_SHARED")) GTEST_SKIP();
-      FAIL() << "../shared is missing";
-    }
-  }
-};
+class Real : public ::testing::Test {};
 
 TEST_F(Real, MatrixMatchesTheFile) {
   const auto meta = nmf_golden()["real"];

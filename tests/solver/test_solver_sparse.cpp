@@ -96,8 +96,7 @@ TEST(Sparse, FullyDenseCsrMatchesDense) {
 }
 
 TEST(Sparse, RealMatrixMatchesDense) {
-  KNMF_REQUIRE_SHARED("the sparse-vs-dense test on pbmcA");
-  auto reader = io::H5adReader::open(shared_dir() / "data" / "cnmf-pbmc-donor-a" / "prepare" /
+  auto reader = io::H5adReader::open(real_dir() / "cnmf-pbmc-donor-a" / "prepare" /
                                      "pbmcA" / "cnmf_tmp" / "pbmcA.norm_counts.h5ad");
   auto D = load_dense<double>(ExecSpace(), reader);
   auto S = load_csr<double>(ExecSpace(), reader, 1 << 20);  // several load blocks

@@ -105,8 +105,7 @@ TEST(Streamed, DenseMatchesInCoreFor2_3_7Blocks) {
 }
 
 TEST(Streamed, RealMatrixSparseStreamedEqualsInCore) {
-  KNMF_REQUIRE_SHARED("the streamed pbmcA test");
-  auto reader = io::H5adReader::open(shared_dir() / "data" / "cnmf-pbmc-donor-a" / "prepare" /
+  auto reader = io::H5adReader::open(real_dir() / "cnmf-pbmc-donor-a" / "prepare" /
                                      "pbmcA" / "cnmf_tmp" / "pbmcA.norm_counts.h5ad");
   auto S = load_csr<double>(ExecSpace(), reader);
   auto X = StreamedMatrix<double>::load(ExecSpace(), reader, true, 1 << 20);

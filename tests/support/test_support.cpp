@@ -1,6 +1,12 @@
 #include "test_support.hpp"
 
+#include "knmf/io/h5ad.hpp"
+#include "knmf/prepare/prepare.hpp"
+
+#include <algorithm>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <random>
 
@@ -13,22 +19,108 @@ std::filesystem::path data_dir() {
   return KNMF_TEST_DATA_DIR;
 }
 
-std::filesystem::path shared_dir() {
-  if (const char* env = std::getenv("KNMF_SHARED_DIR")) return env;
-  return KNMF_SHARED_DIR;
+std::filesystem::path real_dir() { return data_dir() / "real"; }
+std::filesystem::path pbmc_prepare_dir() { return real_dir() / "cnmf-pbmc-donor-a" / "prepare" / "pbmcA"; }
+std::filesystem::path pbmc_reference_dir() { return real_dir() / "cnmf-pbmc-donor-a" / "reference"; }
+
+namespace {
+
+// splitmix64's finalizer and the position-keyed sum of tests/scripts/make_real_fixtures.py.
+constexpr std::uint64_t golden_gamma = 0x9E3779B97F4A7C15ull;
+std::uint64_t splitmix64(std::uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+struct WordHash {
+  std::uint64_t sum = 0, i = 0;
+  void add(std::uint64_t w) { sum += splitmix64(w + (++i) * golden_gamma); }
+};
+
+std::string hex64(std::uint64_t v) {
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
+  return buf;
 }
 
-bool require_shared(const std::string& what) {
-  const auto dir = shared_dir();
-  if (std::filesystem::exists(dir / "data")) return true;
-  const std::string msg = "SHARED DATA MISSING: " + what + " needs " + (dir / "data").string() +
-                          " (set KNMF_SHARED_DIR, or KNMF_ALLOW_MISSING_SHARED=1 to skip)";
-  if (std::getenv("KNMF_ALLOW_MISSING_SHARED")) {
-    std::fprintf(stderr, "*** %s ***\n", msg.c_str());
-  } else {
-    ADD_FAILURE() << msg;
+std::filesystem::path derived_dir() {
+  if (const char* env = std::getenv("KNMF_TEST_DERIVED_DIR")) return env;
+  const std::filesystem::path build = KNMF_BINARY_DIR;
+  std::error_code ec;
+  if (std::filesystem::is_directory(build, ec)) return build / "tests" / "derived";
+  // Test programs run away from their build tree (perf/gpu/check.sh on the device machine).
+  return std::filesystem::temp_directory_path() / "knmf-test-derived";
+}
+
+// Check `path` against cNMF's TPM fingerprint; returns the first difference, "" if none.
+std::string tpm_difference(const std::filesystem::path& path, const nlohmann::json& fp) {
+  const auto r = io::H5adReader::open(path);
+  const auto& info = r.info();
+  if (info.n_obs != fp["n_obs"].get<std::int64_t>() || info.n_vars != fp["n_vars"].get<std::int64_t>())
+    return "shape " + std::to_string(info.n_obs) + " x " + std::to_string(info.n_vars);
+  io::CsrBlock<float> X;
+  r.read_csr_rows(0, info.n_obs, X);
+  if (X.nnz() != fp["nnz"].get<std::int64_t>()) return "nnz " + std::to_string(X.nnz());
+  const auto m = hex64(csr_fingerprint(X.row_offsets, X.cols, X.values));
+  if (m != fp["matrix_hash"]) return "matrix hash " + m + ", cNMF's " + fp["matrix_hash"].get<std::string>();
+  const auto o = hex64(names_fingerprint(r.obs_names()));
+  if (o != fp["obs_names_hash"]) return "obs names hash " + o + ", cNMF's " + fp["obs_names_hash"].get<std::string>();
+  const auto v = hex64(names_fingerprint(r.var_names()));
+  if (v != fp["var_names_hash"]) return "var names hash " + v + ", cNMF's " + fp["var_names_hash"].get<std::string>();
+  return "";
+}
+
+}  // namespace
+
+std::uint64_t csr_fingerprint(const std::vector<std::int64_t>& row_offsets,
+                              const std::vector<std::int32_t>& cols,
+                              const std::vector<float>& values) {
+  WordHash offsets, entries;
+  for (auto o : row_offsets) offsets.add(static_cast<std::uint64_t>(o));
+  std::vector<std::uint64_t> row;
+  for (std::size_t i = 0; i + 1 < row_offsets.size(); ++i) {
+    row.clear();
+    for (auto e = row_offsets[i]; e < row_offsets[i + 1]; ++e) {
+      std::uint32_t bits;
+      std::memcpy(&bits, &values[std::size_t(e)], sizeof bits);
+      row.push_back((std::uint64_t(std::uint32_t(cols[std::size_t(e)])) << 32) | bits);
+    }
+    std::sort(row.begin(), row.end());
+    for (auto w : row) entries.add(w);
   }
-  return false;
+  return offsets.sum * 3 + entries.sum;
+}
+
+std::uint64_t names_fingerprint(const std::vector<std::string>& names) {
+  WordHash h;
+  for (const auto& n : names) {
+    for (unsigned char c : n) h.add(c);
+    h.add(0);
+  }
+  return h.sum;
+}
+
+std::filesystem::path pbmc_tpm_h5ad() {
+  static const std::filesystem::path path = [] {
+    const auto fp = load_json("real/cnmf-pbmc-donor-a/tpm_fingerprint.json");
+    const auto dir = derived_dir();
+    std::filesystem::create_directories(dir);
+    const auto out = dir / "pbmcA.tpm.h5ad";
+    if (!std::filesystem::exists(out) || !tpm_difference(out, fp).empty()) {
+      // cNMF's prepare on the raw counts, as in tests/prepare/test_prepare_cnmf.cpp.
+      auto reader = io::H5adReader::open(real_dir() / "pbmc-donor-a" / "pbmc-donor-a.h5ad");
+      prepare::PrepareOptions opts;
+      opts.num_highvar_genes = 2000;
+      opts.keep_tpm = true;
+      const auto res = prepare::prepare_counts(prepare::count_source(reader, 1000), opts);
+      io::write_h5ad(out, res.tpm, res.cell_names, reader.var_names());  // temp name + rename
+    }
+    const auto diff = tpm_difference(out, fp);
+    if (!diff.empty())
+      throw std::runtime_error(out.string() + " differs from cNMF's pbmcA.tpm.h5ad: " + diff);
+    return out;
+  }();
+  return path;
 }
 
 nlohmann::json load_json(const std::string& name) {

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <filesystem>
 #include <limits>
 #include <string>
@@ -15,11 +16,18 @@ namespace knmf::test {
 
 /// tests/data (committed golden data and fixtures); $KNMF_TEST_DATA_DIR overrides it.
 std::filesystem::path data_dir();
-/// ../shared beside the checkout (real matrices, the cNMF reference run).
-std::filesystem::path shared_dir();
-/// True when ../shared is present; otherwise records a loud failure (or a skip when
-/// KNMF_ALLOW_MISSING_SHARED=1) and returns false: use via KNMF_REQUIRE_SHARED().
-bool require_shared(const std::string& what);
+/// tests/data/real: the real matrices and cNMF's reference run on pbmc-donor-a, laid out as
+/// in ../shared/data (see tests/data/real/README.md for provenance and licences).
+std::filesystem::path real_dir();
+/// cNMF's pbmcA run: real_dir()/cnmf-pbmc-donor-a/{prepare/pbmcA, reference}.
+std::filesystem::path pbmc_prepare_dir();
+std::filesystem::path pbmc_reference_dir();
+/// cNMF's pbmcA.tpm.h5ad (kept cells x all 13,939 genes, float32), which is not committed:
+/// derived once by knmf's prepare from the raw counts into a folder of the build tree
+/// ($KNMF_TEST_DERIVED_DIR overrides it) and checked, on every call, against the committed
+/// fingerprint of cNMF's file (tests/data/real/cnmf-pbmc-donor-a/tpm_fingerprint.json):
+/// throws when anything differs, so no test runs on a TPM other than cNMF's.
+std::filesystem::path pbmc_tpm_h5ad();
 /// Load a JSON golden file from tests/data.
 nlohmann::json load_json(const std::string& name);
 
@@ -46,17 +54,17 @@ inline double rel_diff(double a, double b, double floor = std::numeric_limits<do
 
 }  // namespace knmf::test
 
-#define KNMF_REQUIRE_SHARED(what)                                     \
-  do {                                                                \
-    if (!::knmf::test::require_shared(what)) {                        \
-      if (std::getenv("KNMF_ALLOW_MISSING_SHARED")) GTEST_SKIP();     \
-      return;                                                         \
-    }                                                                 \
-  } while (0)
-
 namespace knmf::test {
 /// Read a raw little-endian float64 file (golden arrays written by tests/scripts).
 std::vector<double> read_f64(const std::filesystem::path& path);
 /// max |a - b| / max |b|: the normwise (infinity-norm) relative difference of two arrays.
 double max_rel_diff(const std::vector<double>& a, const std::vector<double>& b);
+
+/// The fingerprints of tests/scripts/make_real_fixtures.py (fingerprint_csr,
+/// fingerprint_names): a 64-bit hash of a float32 CSR matrix (row offsets, then each row's
+/// entries sorted by column) and of a list of names.
+std::uint64_t csr_fingerprint(const std::vector<std::int64_t>& row_offsets,
+                              const std::vector<std::int32_t>& cols,
+                              const std::vector<float>& values);
+std::uint64_t names_fingerprint(const std::vector<std::string>& names);
 }  // namespace knmf::test
