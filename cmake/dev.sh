@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # One-command set-up, build and run for a fresh Debian 12 machine (see README.md).
 #
-#   cmake/dev.sh demo        install deps, build knmf, run the built-in demo (the main job)
-#   cmake/dev.sh test        install deps, build knmf and its tests, run ctest
-#   cmake/dev.sh build       install deps and build only
-#   cmake/dev.sh cuda-build  build the CUDA variant (Kokkos 3.4.01 + nvcc, sm_80) compile-only
+#   cmake/dev.sh demo             install deps, build knmf, run the built-in demo (the main job)
+#   cmake/dev.sh test             install deps, build knmf and its tests, run ctest
+#   cmake/dev.sh build            install deps and build only
+#   cmake/dev.sh cuda-build [90|80]  build everything for CUDA (Kokkos 4.6.01 + nvcc) for sm_90
+#                                 (H100/H200, the default) or sm_80 (A100); compile and link only
 #
-# Environment: KNMF_BUILD_DIR (default build), KNMF_DEPS_CACHE (default ~/.cache/knmf-deps),
-# KNMF_BUILD_JOBS (default nproc), KNMF_CMAKE_ARGS (extra configure arguments),
-# KNMF_CTEST_ARGS (extra ctest arguments).
+# Environment: KNMF_BUILD_DIR (default build, or build-cuda-smNN), KNMF_DEPS_CACHE (default
+# ~/.cache/knmf-deps), KNMF_DEPS_MIRROR (a folder holding the Kokkos tarballs, for machines
+# without access to GitHub), KNMF_BUILD_JOBS (default nproc), KNMF_CMAKE_ARGS (extra configure
+# arguments), KNMF_CTEST_ARGS (extra ctest arguments), KNMF_SKIP_APT=1, KNMF_CCACHE=0 (no ccache).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 cmd=${1:-test}; shift || true
@@ -16,7 +18,13 @@ jobs=${KNMF_BUILD_JOBS:-$(nproc)}
 
 configure_build() {  # $1 build dir, $2 prefix, rest: cmake args
   local bdir=$1 prefix=$2; shift 2
-  cmake -G Ninja -S . -B "$bdir" -DCMAKE_BUILD_TYPE=Release \
+  local launcher=()
+  if command -v ccache >/dev/null && [[ "${KNMF_CCACHE:-1}" != 0 ]]; then
+    launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+    # Paths under the checkout are hashed relative to it: clones in other folders share hits.
+    export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD}
+  fi
+  cmake -G Ninja -S . -B "$bdir" -DCMAKE_BUILD_TYPE=Release "${launcher[@]}" \
     -DKokkos_ROOT="$prefix" -DKokkosKernels_ROOT="$prefix" "$@" ${KNMF_CMAKE_ARGS:-}
   cmake --build "$bdir" -j "$jobs"
 }
@@ -32,11 +40,21 @@ case "$cmd" in
       test) cd "$bdir" && exec ctest --output-on-failure -j 1 ${KNMF_CTEST_ARGS:-} "$@" ;;
     esac ;;
   cuda-build)
-    prefix=$(cmake/bootstrap.sh --cuda | tail -n1)
+    arch=${1:-90}
+    prefix=$(cmake/bootstrap.sh --cuda "$arch" | tail -n1)
     export PATH=/usr/local/cuda/bin:$PATH
-    bdir=${KNMF_BUILD_DIR:-build-cuda}
+    bdir=${KNMF_BUILD_DIR:-build-cuda-sm$arch}
+    # -arch for CMake's own compiler checks (nvcc_wrapper's default sm_70 is gone in CUDA 13);
+    # knmf's targets get Kokkos' architecture flags from Kokkos::kokkos.
+    mkdir -p "$bdir"
     configure_build "$bdir" "$prefix" -DCMAKE_CXX_COMPILER="$prefix/bin/nvcc_wrapper" \
-      -DCMAKE_CXX_FLAGS="-arch=sm_80" -DKNMF_ENABLE_MPI=ON -DKNMF_ENABLE_PERF=ON \
-      -DKNMF_ENABLE_TESTS=ON ;;
-  *) echo "usage: cmake/dev.sh demo|test|build|cuda-build" >&2; exit 2 ;;
+      -DCMAKE_CXX_FLAGS="-arch=sm_$arch" -DKNMF_ENABLE_MPI=ON -DKNMF_ENABLE_PERF=ON \
+      -DKNMF_ENABLE_TESTS=ON 2>&1 | tee "$bdir/cuda-build.log"
+    # No warning may pass: nvcc's warnings about device code are GPU bugs in waiting.
+    if grep -Ei 'warning' "$bdir/cuda-build.log" >&2; then
+      echo "cuda-build sm_$arch: the compilers printed warnings (above; full log $bdir/cuda-build.log)" >&2
+      exit 1
+    fi
+    echo "cuda-build sm_$arch: built with no compiler warnings ($bdir)" ;;
+  *) echo "usage: cmake/dev.sh demo|test|build|cuda-build [90|80]" >&2; exit 2 ;;
 esac

@@ -74,7 +74,7 @@ int main(int argc, char** argv) {
   }
   (void)local;
 #endif
-  // Kokkos 3.4 warns at start unless OMP_PROC_BIND is set; binding spreads the threads.
+  // Kokkos warns at start unless OMP_PROC_BIND is set; binding spreads the threads.
   setenv("OMP_PROC_BIND", "spread", 0);
   setenv("OMP_PLACES", "threads", 0);
   std::vector<char*> kargv{argv[0]};

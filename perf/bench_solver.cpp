@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <map>
 #include <memory>
+#include <KokkosBlas3_gemm.hpp>
 
 #include "bench_common.hpp"
 #include "knmf/core/runtime.hpp"
@@ -77,11 +78,11 @@ void BM_Gemm(benchmark::State& state) {
     // each product in both orientations (P or P^T, Q or Q^T): the faster of the two is the
     // BLAS's best for that shape, whichever one knmf uses
     const double p = std::min(
-        timed([&] { compat::gemm(space, "N", "N", T(1), H, X.xt(), T(0), P); }),
-        timed([&] { compat::gemm(space, "T", "T", T(1), X.xt(), H, T(0), Pt); }));
+        timed([&] { KokkosBlas::gemm(space, "N", "N", T(1), H, X.xt(), T(0), P); }),
+        timed([&] { KokkosBlas::gemm(space, "T", "T", T(1), X.xt(), H, T(0), Pt); }));
     const double q = std::min(
-        timed([&] { compat::gemm(space, "N", "T", T(1), W, X.xt(), T(0), Q); }),
-        timed([&] { compat::gemm(space, "N", "T", T(1), X.xt(), W, T(0), Qt); }));
+        timed([&] { KokkosBlas::gemm(space, "N", "T", T(1), W, X.xt(), T(0), Q); }),
+        timed([&] { KokkosBlas::gemm(space, "N", "T", T(1), X.xt(), W, T(0), Qt); }));
     state.SetIterationTime(p + q);
   }
   state.counters["GFLOPs"] = benchmark::Counter(flops_per_iteration(n, rk) * 1e-9,

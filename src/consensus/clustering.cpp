@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <Kokkos_Profiling_ScopedRegion.hpp>
 
 #include "consensus/detail/device.hpp"
 #include "consensus/detail/host_math.hpp"
@@ -215,7 +216,7 @@ void silhouette_rows(const ExecSpace& space, const DMatrix& S,
 
 std::vector<double> local_density(const ExecSpace& space, const HostRows& x, int n_neighbors,
                                   size_type block_bytes) {
-  compat::ScopedRegion region("knmf::consensus::local_density");
+  Kokkos::Profiling::ScopedRegion region("knmf::consensus::local_density");
   const size_type n = x.rows;
   if (n_neighbors < 1 || size_type(n_neighbors) >= n)
     input_error("local density: n_neighbors = ", n_neighbors, " is invalid for ", n,
@@ -481,7 +482,7 @@ LloydRun lloyd(const ExecSpace& space, const HostRows& xc, const detail::DMatrix
 }  // namespace
 
 KMeansResult kmeans(const ExecSpace& space, const HostRows& x, int k, const KMeansOptions& opts) {
-  compat::ScopedRegion region("knmf::consensus::kmeans");
+  Kokkos::Profiling::ScopedRegion region("knmf::consensus::kmeans");
   opts.validate();
   const size_type n = x.rows, g = x.cols;
   if (k < 1) input_error("k-means: k = ", k, " is invalid: it must be >= 1");
@@ -537,7 +538,7 @@ KMeansResult kmeans(const ExecSpace& space, const HostRows& x, int k, const KMea
 
 double silhouette_score(const ExecSpace& space, const HostRows& x, const std::vector<int>& labels,
                         size_type block_bytes) {
-  compat::ScopedRegion region("knmf::consensus::silhouette");
+  Kokkos::Profiling::ScopedRegion region("knmf::consensus::silhouette");
   const size_type n = x.rows;
   KNMF_ASSERT(size_type(labels.size()) == n, "one label per row");
   // LabelEncoder: the distinct labels in sorted order

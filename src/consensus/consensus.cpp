@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <limits>
 #include <numeric>
+#include <Kokkos_Profiling_ScopedRegion.hpp>
 
 #include "consensus/detail/host_math.hpp"
 #include "consensus/detail/refit.hpp"
@@ -192,7 +193,7 @@ struct SparseMeanVar {
 /// The TPM outputs of cNMF's consensus from the program-ordered usages U (n x k).
 void tpm_outputs(const ExecSpace& space, const TpmInput& tpm, const HostRows& U,
                  const SolverOptions& run, size_type block_nnz, ConsensusResult& out) {
-  compat::ScopedRegion region("knmf::consensus::tpm");
+  Kokkos::Profiling::ScopedRegion region("knmf::consensus::tpm");
   const RowSource& T = *tpm.tpm;
   const size_type n = T.rows(), gt = T.cols();
   const int k = int(U.cols);
@@ -350,7 +351,7 @@ void tpm_outputs(const ExecSpace& space, const TpmInput& tpm, const HostRows& U,
 ConsensusResult run_consensus(const ExecSpace& space, const HostRows& merged, int k,
                               const RowSource& X, const TpmInput* tpm, const SolverOptions& run,
                               const ConsensusOptions& opts) {
-  compat::ScopedRegion region("knmf::consensus::run");
+  Kokkos::Profiling::ScopedRegion region("knmf::consensus::run");
   opts.validate();
   run.validate();
   if (merged.cols != X.cols())
@@ -379,7 +380,7 @@ ConsensusResult run_consensus(const ExecSpace& space, const HostRows& merged, in
 std::vector<KSelectionRow> k_selection(const ExecSpace& space, const std::vector<HostRows>& merged,
                                        const std::vector<int>& ks, const RowSource& X,
                                        const SolverOptions& run, const ConsensusOptions& opts) {
-  compat::ScopedRegion region("knmf::consensus::k_selection");
+  Kokkos::Profiling::ScopedRegion region("knmf::consensus::k_selection");
   opts.validate();
   run.validate();
   KNMF_ASSERT(merged.size() == ks.size(), "one spectra stack per k");

@@ -1,6 +1,8 @@
 // Device helpers of the consensus step: copies, squared norms, distance blocks, GEMMs.
 #include "consensus/detail/device.hpp"
 
+#include <KokkosBlas3_gemm.hpp>
+
 #include "knmf/core/error.hpp"
 
 namespace knmf::consensus::detail {
@@ -104,16 +106,16 @@ void distances_from_gram(const ExecSpace& space, const DMatrix& G, const DVector
           d = (-2.0 * dot2(xt, b0 + i, j) + sq_norms(b0 + i)) + sq_norms(j);
         d = d > 0.0 ? d : 0.0;
         if (zero_diagonal && b0 + i == j) d = 0.0;
-        G(i, j) = squared ? d : compat::sqrt(d);
+        G(i, j) = squared ? d : Kokkos::sqrt(d);
       });
 }
 
 void gemm_tn(const ExecSpace& space, const DMatrix& A, const DMatrix& B, const DMatrix& G) {
-  compat::gemm(space, "T", "N", 1.0, A, B, 0.0, G);
+  KokkosBlas::gemm(space, "T", "N", 1.0, A, B, 0.0, G);
 }
 
 void gemm_nn(const ExecSpace& space, const DMatrix& A, const DMatrix& B, const DMatrix& C) {
-  compat::gemm(space, "N", "N", 1.0, A, B, 0.0, C);
+  KokkosBlas::gemm(space, "N", "N", 1.0, A, B, 0.0, C);
 }
 
 }  // namespace knmf::consensus::detail

@@ -3,6 +3,7 @@
 #include "knmf/consensus/refit.hpp"
 
 #include <cmath>
+#include <Kokkos_Profiling_ScopedRegion.hpp>
 
 #include "consensus/detail/refit.hpp"
 #include "consensus/detail/stream.hpp"
@@ -55,7 +56,7 @@ std::vector<double> gram(const ExecSpace& space, const DMatrix& F) {
 RefitOutcome refit_device(const ExecSpace& space, const DMatrix& P, const std::vector<double>& G,
                           double norm2_x, double mean_x, size_type n_cols,
                           const SolverOptions& opts, bool return_W) {
-  compat::ScopedRegion region("knmf::consensus::refit");
+  Kokkos::Profiling::ScopedRegion region("knmf::consensus::refit");
   opts.validate();
   const int k = int(P.extent(0));
   const size_type m = size_type(P.extent(1));
@@ -161,7 +162,7 @@ std::vector<RefitOutcome> refit_usages_streamed(const ExecSpace& space, const Ro
                                                 const std::vector<HostRows>& spectra,
                                                 const SolverOptions& opts, size_type block_nnz,
                                                 bool return_W) {
-  compat::ScopedRegion region("knmf::consensus::refit_usages");
+  Kokkos::Profiling::ScopedRegion region("knmf::consensus::refit_usages");
   opts.validate();
   const size_type n = X.rows(), g = X.cols();
   std::vector<detail::DMatrix> H, P;
@@ -186,7 +187,7 @@ std::vector<RefitOutcome> refit_usages_streamed(const ExecSpace& space, const Ro
   const Kokkos::View<int*, MemSpace> no_map;
   const detail::DVector no_scale;
   {
-    compat::ScopedRegion r2("knmf::consensus::stream_x");
+    Kokkos::Profiling::ScopedRegion r2("knmf::consensus::stream_x");
     X.for_each_block(block_nnz, [&](const io::CsrBlock<double>& b) {
       for (double v : b.values) {
         sum.add(v);

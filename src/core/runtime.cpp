@@ -1,6 +1,7 @@
 #include "knmf/core/runtime.hpp"
 
 #include <Kokkos_Core.hpp>
+#include <KokkosKernels_config.h>
 
 #include <unistd.h>
 
@@ -48,11 +49,29 @@ void ensure_blas_kernels(int /*argc*/, char** /*argv*/) {
 
 std::string version() { return KNMF_VERSION_STRING; }
 
-std::string kokkos_version() {
-  const int v = KOKKOS_VERSION;
+namespace {
+std::string version_string(int v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%d.%d.%02d", v / 10000, (v / 100) % 100, v % 100);
   return buf;
+}
+}  // namespace
+
+std::string kokkos_version() { return version_string(KOKKOS_VERSION); }
+std::string kokkos_kernels_version() { return version_string(KOKKOSKERNELS_VERSION); }
+
+std::string gpu_architecture() {
+#if defined(KOKKOS_ARCH_HOPPER90)
+  return "sm_90 (Kokkos_ARCH_HOPPER90)";
+#elif defined(KOKKOS_ARCH_AMPERE86)
+  return "sm_86 (Kokkos_ARCH_AMPERE86)";
+#elif defined(KOKKOS_ARCH_AMPERE80)
+  return "sm_80 (Kokkos_ARCH_AMPERE80)";
+#elif defined(KOKKOS_ENABLE_CUDA)
+  return "another CUDA architecture";
+#else
+  return "";
+#endif
 }
 
 std::vector<std::string> enabled_backends() {
@@ -106,10 +125,11 @@ std::string device_description() {
 std::string build_report() {
   std::ostringstream os;
   os << "knmf " << version() << " (git " << KNMF_GIT_REVISION << ")\n";
-  os << "Kokkos " << kokkos_version() << "\n";
+  os << "Kokkos " << kokkos_version() << ", Kokkos Kernels " << kokkos_kernels_version() << "\n";
   os << "backends:";
   for (const auto& b : enabled_backends()) os << ' ' << b;
   os << "\ndefault execution space: " << default_execution_space() << "\n";
+  if (const auto arch = gpu_architecture(); !arch.empty()) os << "GPU code: " << arch << "\n";
   os << "MPI: " << (KNMF_HAVE_MPI ? "enabled" : "disabled") << "\n";
   os << "host BLAS kernels: " << blas_core() << "\n";
   return os.str();

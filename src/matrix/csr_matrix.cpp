@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <limits>
 #include <vector>
+#include <Kokkos_Profiling_ScopedRegion.hpp>
 
 #include "knmf/core/compat.hpp"
 #include "knmf/core/error.hpp"
@@ -79,7 +80,7 @@ void transpose(const ExecSpace& space, size_type n, size_type g, size_type nnz,
                const Kokkos::View<ordinal_type*, MemSpace>& cols,
                const Kokkos::View<T*, MemSpace>& values, Kokkos::View<size_type*, MemSpace>& t_map,
                Kokkos::View<ordinal_type*, MemSpace>& t_rows, Kokkos::View<T*, MemSpace>& t_vals) {
-  compat::ScopedRegion region("knmf::X::transpose");
+  Kokkos::Profiling::ScopedRegion region("knmf::X::transpose");
   const size_type max_counts = size_type(8) << 20;  // 64 MB of block counters at most
   const size_type B = std::max<size_type>(1, std::min<size_type>({n, 1024, max_counts / std::max<size_type>(g, 1)}));
   Kokkos::View<size_type**, Kokkos::LayoutRight, MemSpace> counts(
@@ -137,7 +138,7 @@ void transpose(const ExecSpace& space, size_type n, size_type g, size_type nnz,
 
 template <class T>
 void CsrMatrix<T>::finalize(const std::string& source, size_type chunk, bool allow_empty) {
-  compat::ScopedRegion region("knmf::X::finalize");
+  Kokkos::Profiling::ScopedRegion region("knmf::X::finalize");
   if (g_ <= 0 || (n_ <= 0 && !allow_empty))
     input_error(source, ": X is empty (", n_, " cells x ", g_, " genes)");
   KNMF_ASSERT(filled_rows_ == n_, "not every row was set");

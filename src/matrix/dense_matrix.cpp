@@ -1,5 +1,7 @@
 #include "knmf/matrix/dense_matrix.hpp"
 
+#include <Kokkos_Profiling_ScopedRegion.hpp>
+
 #include "knmf/core/compat.hpp"
 #include "knmf/core/error.hpp"
 
@@ -51,7 +53,7 @@ void DenseMatrix<T>::set_rows(size_type r0, size_type r1, const T* row_major) {
 
 template <class T>
 void DenseMatrix<T>::finalize(const std::string& source, size_type chunk, bool allow_empty) {
-  compat::ScopedRegion region("knmf::X::finalize");
+  Kokkos::Profiling::ScopedRegion region("knmf::X::finalize");
   stats_ = value_stats(space_, xt_.data(), n_ * g_, chunk);
   const size_type g = g_;
   if (allow_empty && n_ == 0) return;

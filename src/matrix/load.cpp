@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <vector>
+#include <Kokkos_Profiling_ScopedRegion.hpp>
 
 #include "knmf/core/compat.hpp"
 #include "knmf/core/error.hpp"
@@ -29,7 +30,7 @@ std::string source_of(const io::H5adReader& reader, std::int64_t r0, std::int64_
 template <class T>
 DenseMatrix<T> load_dense_rows(const ExecSpace& space, const io::H5adReader& reader,
                                std::int64_t r0, std::int64_t r1, std::size_t block_bytes) {
-  compat::ScopedRegion region("knmf::X::load_dense");
+  Kokkos::Profiling::ScopedRegion region("knmf::X::load_dense");
   const auto& info = reader.info();
   check_range(reader, r0, r1, false);
   DenseMatrix<T> X(space, r1 - r0, info.n_vars);
@@ -69,7 +70,7 @@ std::int64_t count_nonzeros(const io::H5adReader& reader, std::size_t block_byte
 template <class T>
 CsrMatrix<T> load_csr_rows(const ExecSpace& space, const io::H5adReader& reader, std::int64_t r0,
                            std::int64_t r1, std::size_t block_bytes) {
-  compat::ScopedRegion region("knmf::X::load_csr");
+  Kokkos::Profiling::ScopedRegion region("knmf::X::load_csr");
   const auto& info = reader.info();
   check_range(reader, r0, r1, false);
   // entries of the block: from indptr (sparse files) or one counting pass (dense files)

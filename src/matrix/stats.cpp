@@ -12,7 +12,7 @@ namespace {
 /// X.mean() (scikit-learn's init scale) and ||X||^2 (the error identity) do not drift with n.
 KOKKOS_INLINE_FUNCTION void neumaier_add(double& sum, double& comp, double v) {
   const double t = sum + v;
-  if (compat::fabs(sum) >= compat::fabs(v))
+  if (Kokkos::fabs(sum) >= Kokkos::fabs(v))
     comp += (sum - t) + v;
   else
     comp += (v - t) + sum;
@@ -44,7 +44,7 @@ ValueStats value_stats_impl(const Space& space, const T* data, size_type count, 
         ChunkStats s{0.0, 0.0, 0.0, 0.0, 0.0, -1, 0, -1, 0.0};
         for (size_type i = b; i < e; ++i) {
           const double v = static_cast<double>(data[i]);
-          if (!compat::isfinite(v)) {
+          if (!Kokkos::isfinite(v)) {
             if (s.nonfinite == 0) {
               s.first_nonfinite_pos = i;
               s.first_nonfinite_value = v;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <Kokkos_Profiling_ScopedRegion.hpp>
 
 #include "knmf/core/error.hpp"
 #include "knmf/matrix/dense_matrix.hpp"
@@ -196,7 +197,7 @@ StreamedMatrix<T> StreamedMatrix<T>::from_host_csr(const ExecSpace& space, size_
 template <class T>
 StreamedMatrix<T> StreamedMatrix<T>::load(const ExecSpace& space, const io::H5adReader& reader,
                                           bool sparse, size_type buffer_bytes) {
-  compat::ScopedRegion region("knmf::X::load_streamed");
+  Kokkos::Profiling::ScopedRegion region("knmf::X::load_streamed");
   const auto& info = reader.info();
   const std::string source = reader.path().string();
   StreamedMatrix m;

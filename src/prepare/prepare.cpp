@@ -6,6 +6,7 @@
 #include <limits>
 #include <numeric>
 #include <unordered_map>
+#include <Kokkos_Profiling_ScopedRegion.hpp>
 
 #include "knmf/core/compat.hpp"
 #include "knmf/core/error.hpp"
@@ -204,7 +205,7 @@ GeneStatistics highvar_genes(const std::vector<double>& mean, const std::vector<
 }
 
 PrepareResult prepare_counts(const CountSource& src, const PrepareOptions& opts) {
-  compat::ScopedRegion region("knmf::prepare");
+  Kokkos::Profiling::ScopedRegion region("knmf::prepare");
   if (src.n_obs <= 0 || src.n_vars <= 0)
     input_error(src.name, ": the count matrix is empty (", src.n_obs, " cells x ", src.n_vars,
                 " genes)");
@@ -226,7 +227,7 @@ PrepareResult prepare_counts(const CountSource& src, const PrepareOptions& opts)
   std::vector<float> totals(size_t(src.n_obs));
   std::vector<double> gene_total(g, 0.0);
   {
-    compat::ScopedRegion r("knmf::prepare::totals");
+    Kokkos::Profiling::ScopedRegion r("knmf::prepare::totals");
     for_each_block(src, block, [&](const io::CsrBlock<float>& b) {
       for (std::int64_t i = 0; i < b.rows(); ++i) {
         totals[size_t(b.row_begin + i)] = row_total(b, i);
@@ -255,7 +256,7 @@ PrepareResult prepare_counts(const CountSource& src, const PrepareOptions& opts)
     res.tpm.ncols = src.n_vars;
   }
   {
-    compat::ScopedRegion r("knmf::prepare::tpm");
+    Kokkos::Profiling::ScopedRegion r("knmf::prepare::tpm");
     for_each_block(src, block, [&](const io::CsrBlock<float>& b) {
       for (std::int64_t i = 0; i < b.rows(); ++i) {
         const float total = totals[size_t(b.row_begin + i)];
@@ -339,7 +340,7 @@ PrepareResult prepare_counts(const CountSource& src, const PrepareOptions& opts)
   X.ncols = std::int64_t(k);
   std::vector<double> mean(k, 0.0), sq(k, 0.0);
   {
-    compat::ScopedRegion r("knmf::prepare::scale");
+    Kokkos::Profiling::ScopedRegion r("knmf::prepare::scale");
     std::vector<std::pair<std::int32_t, double>> row;
     for_each_block(src, block, [&](const io::CsrBlock<float>& b) {
       for (std::int64_t i = 0; i < b.rows(); ++i) {

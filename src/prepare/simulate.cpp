@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <Kokkos_Profiling_ScopedRegion.hpp>
 
 #include "knmf/core/compat.hpp"
 #include "knmf/core/error.hpp"
@@ -176,7 +177,7 @@ std::vector<double> Simulator::usages(std::int64_t r0, std::int64_t r1) const {
 
 void Simulator::counts(std::int64_t r0, std::int64_t r1, io::CsrBlock<float>& out) const {
   KNMF_ASSERT(0 <= r0 && r0 <= r1 && r1 <= opts_.n_cells, "bad row range");
-  compat::ScopedRegion region("knmf::simulate::counts");
+  Kokkos::Profiling::ScopedRegion region("knmf::simulate::counts");
   const std::int64_t rows = r1 - r0;
   const auto G = size_t(opts_.n_genes);
   std::vector<std::vector<std::int32_t>> cols(static_cast<size_t>(rows));

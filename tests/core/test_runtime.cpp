@@ -13,6 +13,9 @@ TEST(Runtime, ReportsKokkosAndBackends) {
   EXPECT_EQ(knmf::default_execution_space(), Kokkos::DefaultExecutionSpace::name());
   const auto report = knmf::build_report();
   EXPECT_NE(report.find("Kokkos " + knmf::kokkos_version()), std::string::npos);
+  // The bootstrap builds Kokkos and Kokkos Kernels as a matching pair.
+  EXPECT_EQ(knmf::kokkos_kernels_version(), knmf::kokkos_version());
+  EXPECT_NE(report.find("Kokkos Kernels " + knmf::kokkos_kernels_version()), std::string::npos);
   EXPECT_NE(report.find(knmf::default_execution_space()), std::string::npos);
   EXPECT_GT(knmf::concurrency(), 0);
 }

@@ -404,6 +404,28 @@ def main():
           for n in ("kokkos", "kokkos-kernels")}
     check(kv["kokkos"] and kv["kokkos"] == kv["kokkos-kernels"],
           f"kokkos and kokkos-kernels need the same version window: {kv}")
+    # ... which holds the release CI builds (cmake/bootstrap.sh) and starts no lower than the
+    # oldest release knmf compiles against (include/knmf/core/compat.hpp refuses older ones).
+    boot = re.search(r"^kokkos_version=([0-9.]+)$", open(os.path.join(ROOT, "cmake", "bootstrap.sh")).read(),
+                     re.M).group(1)
+    compat = open(os.path.join(ROOT, "include", "knmf", "core", "compat.hpp")).read()
+    floor = int(re.search(r"#if KOKKOS_VERSION < (\d+)", compat).group(1))
+    floor_kk = int(re.search(r"KOKKOSKERNELS_VERSION < (\d+)", compat).group(1))
+
+    def vtuple(v):  # "4.6.01" -> (4, 6, 1); "4.7" -> (4, 7)
+        return tuple(int(x) for x in v.split("."))
+
+    def in_window(v, window):  # Spack's closed ranges: "4.5:4.7" holds 4.5.x ... 4.7.x
+        lo, _, hi = window.partition(":")
+        t = vtuple(v)
+        return (not lo or t[:len(vtuple(lo))] >= vtuple(lo)) and (not hi or t[:len(vtuple(hi))] <= vtuple(hi))
+
+    for w in kv["kokkos"]:
+        check(in_window(boot, w), f"the recipe's Kokkos window {w} lacks {boot}, what cmake/bootstrap.sh builds")
+        lo = vtuple(w.partition(":")[0] or "0")
+        lo_num = lo[0] * 10000 + (lo[1] if len(lo) > 1 else 0) * 100 + (lo[2] if len(lo) > 2 else 0)
+        check(lo_num >= floor and lo_num >= floor_kk,
+              f"the recipe's Kokkos window {w} starts below what compat.hpp accepts ({floor})")
 
     # CPU configuration: no CUDA, OpenMP forwarded, host BLAS for KokkosBlas
     for openmp in (True, False):

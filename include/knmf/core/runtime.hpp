@@ -9,8 +9,13 @@ namespace knmf {
 
 /// knmf's version, e.g. "0.1.0".
 std::string version();
-/// Kokkos' version as "major.minor.patch" (two-digit minor/patch, e.g. "3.4.01").
+/// Kokkos' version as "major.minor.patch" (two-digit patch, e.g. "4.6.01").
 std::string kokkos_version();
+/// Kokkos Kernels' version, in the same form.
+std::string kokkos_kernels_version();
+/// The GPU architecture the CUDA code was built for (e.g. "sm_90 (Kokkos_ARCH_HOPPER90)"),
+/// or "" without CUDA.
+std::string gpu_architecture();
 /// Kokkos backends compiled in (e.g. {"OpenMP", "Serial"}).
 std::vector<std::string> enabled_backends();
 /// Name of Kokkos::DefaultExecutionSpace (e.g. "OpenMP", "Cuda").

@@ -5,6 +5,8 @@
 #include <Kokkos_Core.hpp>
 #include <cstdint>
 
+#include "knmf/core/compat.hpp"
+
 namespace knmf {
 
 /// Counts and offsets that can pass 2^31 (n*g, nnz, n*R*k) are 64-bit.

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <utility>
 #include <vector>
+#include <Kokkos_Profiling_ScopedRegion.hpp>
 
 #include "knmf/core/compat.hpp"
 #include "knmf/core/error.hpp"
@@ -48,7 +49,7 @@ public:
   /// Run until `next` is exhausted and every slot has finished.
   void run(const JobSource& next, const ResultCallback& emit,
            const IterationCallback& on_iteration = {}) {
-    compat::ScopedRegion region("knmf::solver::run");
+    Kokkos::Profiling::ScopedRegion region("knmf::solver::run");
     exhausted_ = false;
     fill(next);
     while (any_active()) {
@@ -159,7 +160,7 @@ private:
       fresh.push_back(r);
     }
     if (fresh.empty()) return;
-    compat::ScopedRegion region("knmf::solver::init");
+    Kokkos::Profiling::ScopedRegion region("knmf::solver::init");
     if (mode_ == RunMode::refit) {
       // H is fixed: X H^T and H H^T are computed once per fill.
       const auto& all = active_mask();
@@ -286,18 +287,18 @@ private:
 
   // ------------------------------------------------------------- iterations
   void iterate_mu() {
-    compat::ScopedRegion region("knmf::mu::iteration");
+    Kokkos::Profiling::ScopedRegion region("knmf::mu::iteration");
     const bool add_eps = opt_.zero_guard == ZeroGuard::add_eps;
     const auto& act = active_mask();
     {
-      compat::ScopedRegion r1("knmf::mu::update_W");
+      Kokkos::Profiling::ScopedRegion r1("knmf::mu::update_W");
       slot_gram(space_, H_, R_, k_, act, gram_partial_, GH_);
       detail::x_times_ht(space_, X_, H_, P_);
       mu_update(space_, W_, P_, GH_, k_, act, reg_.l1_W, reg_.l2_W, add_eps, opt_.eps, P_);
       std::swap(W_, P_);
     }
     {
-      compat::ScopedRegion r2("knmf::mu::update_H");
+      Kokkos::Profiling::ScopedRegion r2("knmf::mu::update_H");
       detail::wt_times_x(space_, X_, W_, Q_);
       Part::reduce(X_, space_, Q_);
       slot_gram(space_, W_, R_, k_, act, gram_partial_, GW_);
@@ -309,7 +310,7 @@ private:
   }
 
   void iterate_refit_mu() {
-    compat::ScopedRegion region("knmf::mu::refit_iteration");
+    Kokkos::Profiling::ScopedRegion region("knmf::mu::refit_iteration");
     const bool add_eps = opt_.zero_guard == ZeroGuard::add_eps;
     const auto& act = active_mask();
     mu_update(space_, W_, P_, GH_, k_, act, reg_.l1_W, reg_.l2_W, add_eps, opt_.eps, Wn_);
@@ -360,11 +361,11 @@ private:
   }
 
   void iterate_cd() {
-    compat::ScopedRegion region("knmf::cd::iteration");
+    Kokkos::Profiling::ScopedRegion region("knmf::cd::iteration");
     const auto& act = active_mask();
     std::vector<double> vw, vh;
     {
-      compat::ScopedRegion r1("knmf::cd::update_W");
+      Kokkos::Profiling::ScopedRegion r1("knmf::cd::update_W");
       slot_gram(space_, H_, R_, k_, act, gram_partial_, GH_);
       detail::x_times_ht(space_, X_, H_, P_);
       cd_update(space_, W_, P_, GH_, R_, k_, act, reg_.l1_W, reg_.l2_W, red_partial_);
@@ -372,7 +373,7 @@ private:
       Part::reduce(X_, vw);
     }
     {
-      compat::ScopedRegion r2("knmf::cd::update_H");
+      Kokkos::Profiling::ScopedRegion r2("knmf::cd::update_H");
       detail::wt_times_x(space_, X_, W_, Q_);
       Part::reduce(X_, space_, Q_);
       slot_gram(space_, W_, R_, k_, act, gram_partial_, GW_);
@@ -384,7 +385,7 @@ private:
   }
 
   void iterate_refit_cd() {
-    compat::ScopedRegion region("knmf::cd::refit_iteration");
+    Kokkos::Profiling::ScopedRegion region("knmf::cd::refit_iteration");
     const auto& act = active_mask();
     cd_update(space_, W_, P_, GH_, R_, k_, act, reg_.l1_W, reg_.l2_W, red_partial_);
     auto vw = sum_partials(n_, R_);
@@ -485,7 +486,7 @@ private:
   /// When the queue is empty and slots sit idle, repack the running slots into a smaller
   /// batch so the GEMMs stop carrying idle rows.
   void compact() {
-    compat::ScopedRegion region("knmf::solver::compact");
+    Kokkos::Profiling::ScopedRegion region("knmf::solver::compact");
     std::vector<int> keep;
     for (int r = 0; r < R_; ++r)
       if (slots_[size_t(r)].active) keep.push_back(r);

@@ -225,7 +225,7 @@ void cd_update(const ExecSpace& space, const Matrix<T>& F, const Matrix<T>& Num,
                 }
                 const T w = F(row0 + t, i);
                 const double pg = (w == T(0)) ? (grad < 0.0 ? grad : 0.0) : grad;
-                v += compat::fabs(pg);
+                v += Kokkos::fabs(pg);
                 const double hess = G(r, t, t) + l2;
                 if (hess != 0.0) {
                   const double nw = double(w) - grad / hess;

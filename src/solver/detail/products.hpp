@@ -17,6 +17,7 @@
 #include <type_traits>
 #include <utility>
 #include <vector>
+#include <KokkosBlas3_gemm.hpp>
 
 namespace knmf::detail {
 
@@ -55,7 +56,7 @@ void x_times_ht(const ExecSpace& space, const DenseMatrix<T>& X, const Matrix<T>
       const size_type r1 = r0 + B < n ? r0 + B : n;
       const auto xb = Kokkos::subview(X.xt(), Kokkos::ALL, std::make_pair(r0, r1));
       const auto Sb = Kokkos::subview(S, std::make_pair(size_type(0), r1 - r0), Kokkos::ALL);
-      compat::gemm(space, "T", "T", T(1), xb, H, T(0), Sb);
+      KokkosBlas::gemm(space, "T", "T", T(1), xb, H, T(0), Sb);
       Kokkos::parallel_for(
           "knmf::products::transpose_P", Policy64(space, r0, r1), [=](const size_type i) {
             for (size_type c = 0; c < rk; ++c) P(c, i) = S(i - r0, c);
@@ -63,7 +64,7 @@ void x_times_ht(const ExecSpace& space, const DenseMatrix<T>& X, const Matrix<T>
     }
     space.fence();  // S is reused by the next call
   } else {
-    compat::gemm(space, "N", "N", T(1), H, X.xt(), T(0), P);
+    KokkosBlas::gemm(space, "N", "N", T(1), H, X.xt(), T(0), P);
   }
 }
 
@@ -79,14 +80,14 @@ void wt_times_x(const ExecSpace& space, const DenseMatrix<T>& X, const Matrix<T>
     const size_type g = size_type(Q.extent(1)), rk = size_type(Q.extent(0));
     Kokkos::View<T**, Kokkos::LayoutLeft, MemSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> Qt(
         host_scratch<T>(g * rk), g, rk);
-    compat::gemm(space, "N", "T", T(1), X.xt(), W, T(0), Qt);
+    KokkosBlas::gemm(space, "N", "T", T(1), X.xt(), W, T(0), Qt);
     Kokkos::parallel_for(
         "knmf::products::transpose_Q", Policy64(space, 0, g), [=](const size_type j) {
           for (size_type c = 0; c < rk; ++c) Q(c, j) = Qt(j, c);
         });
     space.fence();
   } else {
-    compat::gemm(space, "N", "T", T(1), W, X.xt(), T(0), Q);
+    KokkosBlas::gemm(space, "N", "T", T(1), W, X.xt(), T(0), Q);
   }
 }
 
@@ -161,7 +162,7 @@ void x_times_ht(const ExecSpace& space, const StreamedMatrix<T>& X, const Matrix
   X.for_each_block(space, false, [&](const StreamBlock<T>& b) {
     Matrix<T> Pb(&P(0, b.r0), rk, b.rows());
     if (!X.sparse())
-      compat::gemm(space, "N", "N", T(1), H, b.xt, T(0), Pb);
+      KokkosBlas::gemm(space, "N", "N", T(1), H, b.xt, T(0), Pb);
     else
       spmm_gather(space, b.row_map, b.base, b.entries, b.values, H, Pb, false);
   });
@@ -176,7 +177,7 @@ void wt_times_x(const ExecSpace& space, const StreamedMatrix<T>& X, const Matrix
   X.for_each_block(space, X.sparse(), [&](const StreamBlock<T>& b) {
     if (!X.sparse()) {
       Matrix<T> Wb(&W(0, b.r0), rk, b.rows());
-      compat::gemm(space, "N", "T", T(1), Wb, b.xt, first ? T(0) : T(1), Q);
+      KokkosBlas::gemm(space, "N", "T", T(1), Wb, b.xt, first ? T(0) : T(1), Q);
     } else {
       // CSC of the block: rows of X^T are genes, entries are global cell indices into W.
       spmm_gather(space, b.row_map, b.base, b.entries, b.values, W, Q, !first);

@@ -1,5 +1,7 @@
 #pragma once
 // for_each_block of StreamedMatrix (a template over the callback).
+#include <Kokkos_Profiling_ScopedRegion.hpp>
+
 #include "knmf/core/compat.hpp"
 
 namespace knmf {
@@ -24,18 +26,18 @@ private:
 template <class T>
 template <class F>
 void StreamedMatrix<T>::for_each_block(const ExecSpace& space, bool transposed, F&& f) const {
-  compat::ScopedRegion region(transposed ? "knmf::stream::csc" : "knmf::stream::rows");
+  Kokkos::Profiling::ScopedRegion region(transposed ? "knmf::stream::csc" : "knmf::stream::rows");
   detail::CopyInstance copy;
   const int nb = num_blocks();
   upload(copy.space(), 0, 0, transposed);
   for (int b = 0; b < nb; ++b) {
-    compat::fence(copy.space(), "knmf::stream::block_ready");
+    copy.space().fence("knmf::stream::block_ready");
     // block b - 1's compute must be done before its buffer takes block b + 1
-    compat::fence(space, "knmf::stream::buffer_free");
+    space.fence("knmf::stream::buffer_free");
     if (b + 1 < nb) upload(copy.space(), b + 1, (b + 1) % 2, transposed);
     f(block_view(b, b % 2, transposed));
   }
-  compat::fence(space, "knmf::stream::done");
+  space.fence("knmf::stream::done");
 }
 
 }  // namespace knmf

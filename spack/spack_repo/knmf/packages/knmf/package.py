@@ -28,8 +28,9 @@ class Knmf(CMakePackage, CudaPackage):
     depends_on("cxx", type="build")
     depends_on("cmake@3.20:", type="build")
 
-    # Kokkos 4.5-4.7 keeps the API closest to the 3.4 one knmf also builds against, and has
-    # Hopper (cuda_arch=90) support; kokkos-kernels@X always pairs with kokkos@X.
+    # Kokkos 4.5-4.7: the releases knmf is written to (include/knmf/core/compat.hpp refuses
+    # older ones; cmake/bootstrap.sh and CI build 4.6.01), with Hopper (cuda_arch=90) support;
+    # kokkos-kernels@X always pairs with kokkos@X.
     depends_on("kokkos@4.5:4.7")
     depends_on("kokkos-kernels@4.5:4.7")
     # ETI for the types knmf uses (float and double, LayoutLeft, int ordinals, size_t offsets:
