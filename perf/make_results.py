@@ -391,7 +391,7 @@ p()
 p("## 8. GPU")
 p()
 p("No GPU was available to this task (the device tool drew none). `perf/gpu/` holds a"
-  " prepared check (CUDA binaries built here with Kokkos 3.4.01 + nvcc 13, sm_80 + PTX) to"
+  " prepared check (CUDA binaries built here with Kokkos 4.6.01 + nvcc 13, Hopper-native sm_90) to"
   " run in one call of the device tool: unit tests on the GPU, the same job table on GPU and"
   " CPU compared with `knmf compare`, and the iteration benchmark against cuBLAS GEMM; see"
   " perf/gpu/README.md. Its figures are not in this file.")

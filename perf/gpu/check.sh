@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The GPU check of knmf, run ON the device machine in one call of the device tool
 # (perf/gpu/README.md gives the exact call). Everything it runs was built on a CPU machine by
-# perf/gpu/prepare.sh and carried in .device/: the CUDA binaries (Kokkos 3.4.01, sm_80 + PTX),
-# a host-OpenMP driver, the shared libraries they need, and the pbmcA data.
+# perf/gpu/prepare.sh and carried in .device/: the CUDA binaries (Kokkos 4.6.01, sm_90 code by
+# default), a host-OpenMP driver and the shared libraries they need; the pbmcA data comes with
+# the working tree (tests/data/real).
 #
 #   bash perf/gpu/check.sh            writes $OUT/summary.md, $OUT/check.log,
 #                                     $OUT/bench_f32.json, $OUT/bench_f64.json and four
@@ -97,10 +98,10 @@ if [[ ! -x $P/bin/knmf ]]; then
   printf '# knmf GPU check\n\nNOT RUN: no knmf program in %s (prepare.sh not run, or .device not carried).\n' "$D" >"$SUMMARY"
   exit 1
 fi
-DATA=$D/shared/data/cnmf-pbmc-donor-a
+DATA=$ROOT/tests/data/real/cnmf-pbmc-donor-a
 H5AD=$DATA/prepare/pbmcA/cnmf_tmp/pbmcA.norm_counts.h5ad
 
-# Libraries: the carried ones, then cuBLAS and the driver from the machine (never carried: too
+# Libraries: the carried ones, then cuBLAS/cuSPARSE and the driver from the machine (never carried: too
 # big, and libcuda must be the driver's own). Only knmf's programs get this path (python's
 # packages must not see the carried libstdc++).
 cuda_dirs=""
@@ -117,7 +118,7 @@ LIBPATH=$P/lib$cuda_dirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 # machine's glibc is older than the build's (decided below).
 KX=(env "LD_LIBRARY_PATH=$LIBPATH")
 export OMP_PROC_BIND=spread OMP_PLACES=threads
-export CUDA_CACHE_MAXSIZE=4294967296  # keep every JIT-compiled kernel of the sm_80 PTX cached
+export CUDA_CACHE_MAXSIZE=4294967296  # an sm_80 build on Hopper: keep every JIT-compiled kernel
 NPROC=$(nproc)
 
 say "knmf GPU check in $ROOT, carried folder $D, OUT=$OUT, budget ${BUDGET}s, steps $STEPS"
@@ -153,7 +154,7 @@ GK=${KNMF_CHECK_GPU_KNMF:-$P/bin/knmf}
 [[ $GK != "$P/bin/knmf" ]] && say "NOTE: the 'gpu' driver is $GK (KNMF_CHECK_GPU_KNMF), not the CUDA build"
 step ldd-gpu 20 env LD_LIBRARY_PATH="$LIBPATH" ldd "$P/bin/knmf"
 step host-version 30 "${KX[@]}" "$P/host/knmf" --version
-step gpu-version 120 "${KX[@]}" "$GK" --version  # first CUDA start: the driver JITs the PTX
+step gpu-version 120 "${KX[@]}" "$GK" --version  # first CUDA start (sm_80 on Hopper: the PTX JIT)
 if [[ $GPU_NAME == "(no GPU found)" ]] && grep -q '^device: ' "$WORK/last.out"; then
   GPU_NAME=$(sed -n 's/^device: \(.*\) (device [0-9]*)$/\1/p' "$WORK/last.out" | head -n1)
   [[ -n $GPU_NAME ]] || GPU_NAME="(no GPU found)"
@@ -237,7 +238,7 @@ fi
 TESTS=$WORK/tests.txt
 : >"$TESTS"
 if want tests; then
-  export KNMF_SHARED_DIR=$D/shared KNMF_ALLOW_MISSING_SHARED=1 KNMF_TEST_DATA_DIR=$ROOT/tests/data
+  export KNMF_TEST_DATA_DIR=$ROOT/tests/data KNMF_TEST_DERIVED_DIR=$WORK/derived
   while read -r t filter; do
     [[ -z $t || $t == \#* ]] && continue
     [[ -x $P/bin/$t ]] || { printf '%s\tmissing\t0\t\n' "$t" >>"$RES"; continue; }

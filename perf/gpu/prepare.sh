@@ -3,39 +3,41 @@
 # machine, and stage it in .device/ (git-ignored), the folder the device tool's `carry` names.
 # See perf/gpu/README.md.
 #
-#   perf/gpu/prepare.sh
+#   perf/gpu/prepare.sh             sm_90 (H100/H200: the device machine's H200)
+#   KNMF_DEVICE_ARCH=80 perf/gpu/prepare.sh   sm_80 (A100)
 #
 # It builds, with MPI off (no OpenMPI to carry):
-#   * CUDA (cmake/bootstrap.sh --cuda: Kokkos 3.4.01 Cuda+OpenMP+Serial, sm_80 code + PTX,
-#     static) in build-device-cuda/: the driver, knmf_bench_solver and the GPU-relevant tests;
+#   * CUDA (cmake/bootstrap.sh --cuda 90: Kokkos 4.6.01 Cuda+OpenMP+Serial, HOPPER90, static)
+#     in build-device-cuda-sm90/: the driver, knmf_bench_solver and the GPU-relevant tests;
 #   * host OpenMP (cmake/bootstrap.sh) in build-device-host/: the driver;
 # then stages in .device/: payload.tar.xz holding bin/ (the CUDA programs), host/knmf, lib/
-# (every shared library they need but the C library, the CUDA driver and cuBLAS, which the
-# device machine has; the CUDA runtime libcudart.so.13 travels) and lib/glibc/ (this machine's C
-# library and loader, used only where the device's glibc is older); next to it shared/ (the
-# pbmcA data), tests.txt (the tests to run, with gtest filters) and MANIFEST. It checks, before
-# packing, that each program's libraries resolve from lib/, that each CUDA program holds sm_80
-# code and compute_80 PTX for every module with kernels, and that the folder plus the working tree
-# stay under the tool's 64 MiB.
+# (every shared library they need but the C library, the CUDA driver and cuBLAS/cuSPARSE, which
+# the device machine has; the CUDA runtime libcudart.so.13 travels) and lib/glibc/ (this
+# machine's C library and loader, used only where the device's glibc is older); next to it
+# tests.txt (the tests to run) and MANIFEST. The data (tests/data, with the pbmcA run in
+# tests/data/real) travels in the working tree. It checks, before packing, that each program's
+# libraries resolve from lib/, that each CUDA program holds sm_90 code and compute_90 PTX for
+# every module with kernels, and that the folder plus the working tree stay under the tool's
+# 64 MiB.
 #
-# Environment: KNMF_DEVICE_STAGE (default .device), KNMF_CUDA_BUILD_DIR, KNMF_HOST_BUILD_DIR,
-# KNMF_BUILD_JOBS (default 2), KNMF_SHARED_DIR (default ../shared), KNMF_SKIP_BUILD=1 (stage
-# what is built).
+# Environment: KNMF_DEVICE_ARCH (90 or 80; default 90), KNMF_DEVICE_STAGE (default .device),
+# KNMF_CUDA_BUILD_DIR, KNMF_HOST_BUILD_DIR, KNMF_BUILD_JOBS (default 2), KNMF_SKIP_BUILD=1
+# (stage what is built).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 root=$PWD
 stage=${KNMF_DEVICE_STAGE:-$root/.device}
-cuda_bdir=${KNMF_CUDA_BUILD_DIR:-build-device-cuda}
+arch=${KNMF_DEVICE_ARCH:-90}
+[[ $arch == 90 || $arch == 80 ]] || { echo "prepare: KNMF_DEVICE_ARCH=$arch: expected 90 or 80" >&2; exit 2; }
+cuda_bdir=${KNMF_CUDA_BUILD_DIR:-build-device-cuda-sm$arch}
 host_bdir=${KNMF_HOST_BUILD_DIR:-build-device-host}
 jobs=${KNMF_BUILD_JOBS:-2}
-shared=${KNMF_SHARED_DIR:-$root/../shared}
 limit=$((64 * 1024 * 1024))
 log() { echo "prepare: $*" >&2; }
 
 # The tests worth running on a GPU (device kernels: solver dense/sparse/streamed, refit,
-# clustering, simulation, RNG, the runtime, the loaders) and the gtest filter of each (cases
-# whose shared data does not travel are left out: h5ad_reader's pbmc1k and mouse-brain files,
-# clustering's cNMF-cache comparisons). Each passes in the OpenMP build with the data staged.
+# clustering and the consensus against cNMF's, simulation, RNG, the runtime, the loaders),
+# optionally each with a gtest filter after its name. All their data is in tests/data.
 tests_txt='test_runtime
 test_random_state
 test_solver_synthetic
@@ -43,23 +45,29 @@ test_solver_sparse
 test_solver_streamed
 test_solver_real
 test_consensus_refit
-test_consensus_clustering -Pbmc.*
+test_consensus_clustering
+test_consensus_reference
 test_demo_pipeline
-test_h5ad_reader -*pbmc1k*:*mouse*
+test_h5ad_reader
 test_results_file'
 mapfile -t cuda_tests < <(awk '{print $1}' <<<"$tests_txt")
 
 t0=$(date +%s)
 if [[ ${KNMF_SKIP_BUILD:-0} != 1 ]]; then
-  cuda_prefix=$(cmake/bootstrap.sh --cuda | tail -n1)
+  cuda_prefix=$(cmake/bootstrap.sh --cuda "$arch" | tail -n1)
   host_prefix=$(cmake/bootstrap.sh | tail -n1)
   export PATH=/usr/local/cuda/bin:$PATH
-  cmake -G Ninja -S . -B "$cuda_bdir" -DCMAKE_BUILD_TYPE=Release \
+  launcher=()
+  if command -v ccache >/dev/null && [[ "${KNMF_CCACHE:-1}" != 0 ]]; then
+    launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+    export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$root}
+  fi
+  cmake -G Ninja -S . -B "$cuda_bdir" -DCMAKE_BUILD_TYPE=Release "${launcher[@]}" \
     -DKokkos_ROOT="$cuda_prefix" -DKokkosKernels_ROOT="$cuda_prefix" \
-    -DCMAKE_CXX_COMPILER="$cuda_prefix/bin/nvcc_wrapper" -DCMAKE_CXX_FLAGS="-arch=sm_80" \
+    -DCMAKE_CXX_COMPILER="$cuda_prefix/bin/nvcc_wrapper" -DCMAKE_CXX_FLAGS="-arch=sm_$arch" \
     -DKNMF_ENABLE_MPI=OFF -DKNMF_ENABLE_PERF=ON -DKNMF_ENABLE_TESTS=ON >&2
   cmake --build "$cuda_bdir" -j "$jobs" --target knmf_driver knmf_bench_solver "${cuda_tests[@]}" >&2
-  cmake -G Ninja -S . -B "$host_bdir" -DCMAKE_BUILD_TYPE=Release \
+  cmake -G Ninja -S . -B "$host_bdir" -DCMAKE_BUILD_TYPE=Release "${launcher[@]}" \
     -DKokkos_ROOT="$host_prefix" -DKokkosKernels_ROOT="$host_prefix" -DKNMF_ENABLE_MPI=OFF >&2
   cmake --build "$host_bdir" -j "$jobs" --target knmf_driver >&2
 fi
@@ -84,9 +92,9 @@ strip --strip-unneeded "$new"/bin/* "$new"/host/*
 printf '%s\n' "$tests_txt" >"$new/tests.txt"
 
 # Shared libraries: everything ldd resolves, except the C library (lib/glibc/ instead), the
-# CUDA driver and cuBLAS (the device machine's own), copied under their sonames.
+# CUDA driver, cuBLAS and cuSPARSE (the device machine's own), copied under their sonames.
 glibc_re='^(linux-vdso|ld-linux-x86-64|libc|libm|libpthread|libdl|librt|libresolv|libutil|libmvec)\.so'
-device_re='^(libcuda|libcublas|libcublasLt|libnvidia-)\.so'
+device_re='^(libcuda|libcublas|libcublasLt|libcusparse|libnvJitLink|libnvidia-)\.so'
 for exe in "$new"/bin/* "$new"/host/*; do
   ldd "$exe" | awk '/=>/ {print $1, $3} !/=>/ && $1 ~ /^\// {print $1, $1}'
 done | sort -u | while read -r soname path; do
@@ -103,24 +111,14 @@ done | sort -u | while read -r soname path; do
 done
 [[ -f $new/lib/glibc/ld-linux-x86-64.so.2 ]] || cp -L /lib64/ld-linux-x86-64.so.2 "$new/lib/glibc/"
 
-# Data: the pbmcA prepare folder (what `cnmf factorize` reads; tpm files are for consensus and
-# stay behind) and the parts of cNMF's reference run the solver test and the comparison read.
-src=$shared/data/cnmf-pbmc-donor-a
-[[ -d $src ]] || { log "no $src (set KNMF_SHARED_DIR)"; exit 1; }
-dst=$new/shared/data/cnmf-pbmc-donor-a
-mkdir -p "$dst/prepare/pbmcA/cnmf_tmp" "$dst/reference/pbmcA/cnmf_tmp"
-cp "$src/README.md" "$dst/"
-cp "$src/prepare/pbmcA/pbmcA.overdispersed_genes.txt" "$dst/prepare/pbmcA/"
-for f in norm_counts.h5ad nmf_params.df.npz nmf_idvrun_params.yaml; do
-  cp "$src/prepare/pbmcA/cnmf_tmp/pbmcA.$f" "$dst/prepare/pbmcA/cnmf_tmp/"
-done
-cp "$src"/reference/sklearn_*_jobs.jsonl "$dst/reference/"
-cp "$src"/reference/pbmcA/cnmf_tmp/pbmcA.spectra.k_?.merged.df.npz "$dst/reference/pbmcA/cnmf_tmp/"
+# Data: nothing to stage; check.sh reads the pbmcA run from tests/data/real of the copied tree.
 
 # ---- checks ----------------------------------------------------------------------------------
 fail=0
 for exe in "$new"/bin/* "$new"/host/*; do
-  miss=$(env -i LD_LIBRARY_PATH="$new/lib:/usr/local/cuda/lib64:/usr/local/cuda/lib" /usr/bin/ldd "$exe" | grep 'not found' || true)
+  # (libcuda.so.1, which Kokkos 4 links for the driver API, is the device machine's driver)
+  miss=$(env -i LD_LIBRARY_PATH="$new/lib:/usr/local/cuda/lib64:/usr/local/cuda/lib" /usr/bin/ldd "$exe" |
+    grep 'not found' | grep -Ev "^[[:space:]]*(libcuda|libnvidia-)\.so" || true)
   if [[ -n $miss ]]; then log "$exe: $miss"; fail=1; fi
   # every resolved library but the C library and the device's own CUDA ones from .device/lib
   while read -r soname path; do
@@ -130,7 +128,8 @@ for exe in "$new"/bin/* "$new"/host/*; do
   done < <(env -i LD_LIBRARY_PATH="$new/lib:/usr/local/cuda/lib64:/usr/local/cuda/lib" /usr/bin/ldd "$exe" | awk '/=>/ {print $1, $3}')
 done
 fatbins=$(for exe in "$new"/bin/*; do
-  /usr/bin/python3 perf/gpu/fatbin_arches.py "$exe" || echo "FAIL: $exe lacks sm_80 code or compute_80 PTX"
+  /usr/bin/python3 perf/gpu/fatbin_arches.py "$exe" --need-elf "$arch" --need-ptx "$arch" ||
+    echo "FAIL: $exe lacks sm_$arch code or compute_$arch PTX"
 done)
 [[ $fatbins == *FAIL* ]] && fail=1
 glibc_need=$(for exe in "$new"/bin/* "$new"/host/* "$new"/lib/*.so*; do
@@ -145,7 +144,7 @@ tree_bytes=$(git ls-files -z -co --exclude-standard | du -cb --files0-from=- 2>/
 {
   echo "git $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- src include drivers perf tests CMakeLists.txt || echo ' (+ uncommitted changes)')"
   echo "built $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(uname -n), $(. /etc/os-release && echo "$PRETTY_NAME")"
-  echo "nvcc $(nvcc --version | grep -o 'release [0-9.]*' | cut -d' ' -f2); Kokkos 3.4.01 CUDA (sm_80 code + compute_80 PTX) and OpenMP; MPI off"
+  echo "nvcc $(nvcc --version | grep -o 'release [0-9.]*' | cut -d' ' -f2); Kokkos 4.6.01 CUDA (sm_$arch code + compute_$arch PTX) and OpenMP; MPI off"
   echo "kokkos prefixes: $(sed -n "s/^Kokkos_ROOT:[A-Z]*=//p" "$cuda_bdir/CMakeCache.txt") $(sed -n "s/^Kokkos_ROOT:[A-Z]*=//p" "$host_bdir/CMakeCache.txt")"
   echo "needs: $glibc_need (glibc $(ldd --version | head -1 | grep -o '[0-9.]*$') here; lib/glibc/ is the fallback), $glibcxx_need (libstdc++ carried)"
   echo "GPU code (perf/gpu/fatbin_arches.py):"
