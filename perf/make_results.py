@@ -139,6 +139,47 @@ else:
     missing("solver")
 p()
 
+# The Kokkos switch (3.4.01 -> 4.6.01): alternating runs of the same benchmark, same session.
+ab_files = sorted(glob.glob(os.path.join(RES, "kokkos_ab", "*.json")))
+if ab_files:
+    pcts = {}
+    for f in ab_files:
+        tag = "old" if os.path.basename(f).startswith("old") else "new"
+        with open(f) as fh:
+            runs = {b["run_name"]: b["real_time"] for b in json.load(fh)["benchmarks"]
+                    if b.get("aggregate_name") == "median"}
+        for name, t in runs.items():
+            m = re.match(r"BM_Iteration<(\w+), SolverKind::(\w+)>/(\d+)/(\d+)", name)
+            if not m:
+                continue
+            dt, solver, n, rk = m.groups()
+            gemm = [v for k, v in runs.items() if k.startswith(f"BM_Gemm<{dt}>/{n}/{rk}/")]
+            if gemm:
+                pcts.setdefault((dt, int(n), int(rk), solver), {}).setdefault(tag, []).append(100 * gemm[0] / t)
+    p("### The Kokkos switch, same session")
+    p()
+    p("The cases lowest in the table above, run alternately on the last Kokkos 3.4.01 build"
+      " (c262b06) and on Kokkos 4.6.01 (`perf/results/kokkos_ab/`, its README says how): % of"
+      " GEMM of each run (each a median of 5 repeats), then the median over runs. On this shared"
+      " 2-core machine one case spreads over 10-20 points from run to run, the size of the"
+      " misses above.")
+    p()
+    p("| dtype | n | R·k | solver | Kokkos 3.4.01 runs | median | Kokkos 4.6.01 runs | median |")
+    p("|---|---|---|---|---|---|---|---|")
+    for key in sorted(pcts):
+        d = pcts[key]
+        o, nw = d.get("old", []), d.get("new", [])
+        fmt_runs = lambda v: ", ".join(f"{x:.0f}%" for x in v)
+        p(f"| {key[0]} | {key[1]:,} | {key[2]} | {key[3]} | {fmt_runs(o)} | "
+          f"{statistics.median(o):.0f}% | {fmt_runs(nw)} | {statistics.median(nw):.0f}% |")
+    p()
+    worse = [k for k, d in pcts.items()
+             if statistics.median(d.get("new", [0])) < statistics.median(d.get("old", [0])) - 2]
+    p("Median over runs: " + ("4.6.01 below 3.4.01 by more than 2 points in " +
+                               ", ".join(f"{k[0]} {k[1]:,} R·k={k[2]} {k[3]}" for k in worse)
+                               if worse else "4.6.01 at or above 3.4.01 in every case") + ".")
+    p()
+
 mem = load("memory.txt")
 p("### Peak memory against the memory model")
 p()
