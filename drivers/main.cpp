@@ -9,6 +9,7 @@
 
 #include "cli.hpp"
 #include "knmf/core/runtime.hpp"
+#include "knmf/core/host_access.hpp"
 #include "knmf/version.hpp"
 #if KNMF_HAVE_MPI
 #include <mpi.h>
@@ -84,6 +85,7 @@ int main(int argc, char** argv) {
   int rc = 0;
   {
     Kokkos::ScopeGuard guard(kargc, kargv.data());
+    knmf::install_device_memory_guard();  // device-kernels build only
     rc = knmf::cli::run(split.rest);
   }
 #if KNMF_HAVE_MPI

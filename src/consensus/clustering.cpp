@@ -1,5 +1,6 @@
 // The spectra side of cNMF's consensus: normalization, local density, k-means, silhouette,
 // per-cluster medians (see knmf/consensus/clustering.hpp).
+#include "knmf/core/host_access.hpp"
 #include "knmf/consensus/clustering.hpp"
 
 #include <algorithm>
@@ -119,7 +120,7 @@ void smallest_sums(const ExecSpace& space, const DMatrix& D, int m, int nn, size
 DMatrix gather_columns(const ExecSpace& space, const DMatrix& xt, const std::vector<size_type>& idx) {
   const size_type g = size_type(xt.extent(0)), T = size_type(idx.size());
   Kokkos::View<size_type*, MemSpace> d_idx(Kokkos::view_alloc(space, "knmf::kmeans::idx"), T);
-  auto h_idx = Kokkos::create_mirror_view(d_idx);
+  auto h_idx = host_mirror(d_idx);
   for (size_type t = 0; t < T; ++t) h_idx(t) = idx[size_t(t)];
   Kokkos::deep_copy(space, d_idx, h_idx);
   DMatrix out = alloc_matrix(space, "knmf::kmeans::gathered", g, T);
@@ -349,13 +350,13 @@ LloydRun lloyd(const ExecSpace& space, const HostRows& xc, const detail::DMatrix
                std::vector<double> centers, int k, int max_iter, double tol) {
   const size_type n = xc.rows, g = xc.cols;
   Kokkos::View<int*, MemSpace> d_labels(Kokkos::view_alloc(space, "knmf::kmeans::labels"), n);
-  auto h_labels = Kokkos::create_mirror_view(d_labels);
+  auto h_labels = host_mirror(d_labels);
   auto G = detail::alloc_matrix(space, "knmf::kmeans::gram", k, n);
   auto sums = detail::alloc_matrix(space, "knmf::kmeans::sums", g, k);
   Kokkos::View<size_type*, MemSpace> offsets(Kokkos::view_alloc(space, "knmf::kmeans::offsets"), k + 1);
   Kokkos::View<size_type*, MemSpace> members(Kokkos::view_alloc(space, "knmf::kmeans::members"), n);
-  auto h_offsets = Kokkos::create_mirror_view(offsets);
-  auto h_members = Kokkos::create_mirror_view(members);
+  auto h_offsets = host_mirror(offsets);
+  auto h_members = host_mirror(members);
   std::vector<double> sums_h(size_t(g * k));
 
   auto label_with = [&](const std::vector<double>& cen) {
@@ -549,7 +550,7 @@ double silhouette_score(const ExecSpace& space, const HostRows& x, const std::ve
   if (L < 2 || L > n - 1) return std::numeric_limits<double>::quiet_NaN();
   std::vector<double> freq(size_t(L), 0.0);
   Kokkos::View<int*, MemSpace> d_lab(Kokkos::view_alloc(space, "knmf::silhouette::labels"), n);
-  auto h_lab = Kokkos::create_mirror_view(d_lab);
+  auto h_lab = host_mirror(d_lab);
   HostRows onehot{n, L, std::vector<double>(size_t(n * L), 0.0)};  // row-major n x L
   for (size_type j = 0; j < n; ++j) {
     const int l = int(std::lower_bound(uniq.begin(), uniq.end(), labels[size_t(j)]) - uniq.begin());

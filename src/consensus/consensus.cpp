@@ -1,4 +1,5 @@
 // cNMF's consensus pipeline and k-selection statistics (see knmf/consensus/consensus.hpp).
+#include "knmf/core/host_access.hpp"
 #include "knmf/consensus/consensus.hpp"
 
 #include <algorithm>
@@ -312,7 +313,7 @@ void tpm_outputs(const ExecSpace& space, const TpmInput& tpm, const HostRows& U,
   auto H2d = detail::upload_rows(space, H2, "knmf::consensus::H_tpm");
   Kokkos::View<int*, MemSpace> dmap(Kokkos::view_alloc(space, "knmf::consensus::hvg_map"), gt);
   {
-    auto hm = Kokkos::create_mirror_view(dmap);
+    auto hm = host_mirror(dmap);
     for (size_type j = 0; j < gt; ++j) hm(j) = map[size_t(j)];
     Kokkos::deep_copy(space, dmap, hm);
   }

@@ -1,5 +1,6 @@
 // Fixed-H refits from streamed products (see knmf/consensus/refit.hpp). The iterations use
 // the batched solver's own kernels with one slot.
+#include "knmf/core/host_access.hpp"
 #include "knmf/consensus/refit.hpp"
 
 #include <cmath>
@@ -40,7 +41,7 @@ OneSlot one_slot(const ExecSpace& space, int k, size_type m) {
 std::vector<double> slot_gram_host(const ExecSpace& space, const DMatrix& F, OneSlot& s) {
   const int k = int(F.extent(0));
   knmf::detail::slot_gram(space, F, 1, k, s.mask, s.gram_partial, s.G);
-  auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), s.G);
+  auto h = host_copy(s.G);
   std::vector<double> out(size_t(k * k));
   for (int a = 0; a < k; ++a)
     for (int b = 0; b < k; ++b) out[size_t(a * k + b)] = h(0, a, b);
@@ -64,7 +65,7 @@ RefitOutcome refit_device(const ExecSpace& space, const DMatrix& P, const std::v
   const Regularization reg = regularization(opts, m, n_cols);
   OneSlot s = one_slot(space, k, m);
   // H H^T of the fixed spectra (double, per slot)
-  auto gh_host = Kokkos::create_mirror_view(s.G);
+  auto gh_host = host_mirror(s.G);
   for (int a = 0; a < k; ++a)
     for (int b = 0; b < k; ++b) gh_host(0, a, b) = G[size_t(a * k + b)];
   knmf::detail::SlotGram GH(Kokkos::view_alloc(space, "knmf::consensus::HHt"), 1, k, k);

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "knmf/core/types.hpp"
 #include "knmf/version.hpp"
 
 extern "C" char* openblas_get_corename(void) __attribute__((weak));
@@ -130,6 +131,11 @@ std::string build_report() {
   for (const auto& b : enabled_backends()) os << ' ' << b;
   os << "\ndefault execution space: " << default_execution_space() << "\n";
   if (const auto arch = gpu_architecture(); !arch.empty()) os << "GPU code: " << arch << "\n";
+  os << "solver kernels: "
+     << (host_tuned_kernels ? "host-tuned"
+         : host_backend     ? "portable, as a GPU runs them (KNMF_DEVICE_KERNELS_ON_HOST)"
+                            : "portable (device)")
+     << "\n";
   os << "MPI: " << (KNMF_HAVE_MPI ? "enabled" : "disabled") << "\n";
   os << "host BLAS kernels: " << blas_core() << "\n";
   return os.str();

@@ -1,3 +1,4 @@
+#include "knmf/core/host_access.hpp"
 #include "knmf/matrix/csr_matrix.hpp"
 
 #include <algorithm>
@@ -45,7 +46,7 @@ void CsrMatrix<T>::set_rows(size_type r0, size_type r1, const size_type* local, 
   size_type base = 0;
   if (r0 > 0) {
     auto last = Kokkos::subview(row_map_, r0);
-    auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), last);
+    auto h = host_copy(last);
     base = h();
   }
   const size_type cnt = local[rows];
@@ -143,7 +144,7 @@ void CsrMatrix<T>::finalize(const std::string& source, size_type chunk, bool all
     input_error(source, ": X is empty (", n_, " cells x ", g_, " genes)");
   KNMF_ASSERT(filled_rows_ == n_, "not every row was set");
   {
-    auto last = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), Kokkos::subview(row_map_, n_));
+    auto last = host_copy(Kokkos::subview(row_map_, n_));
     if (last() != nnz_)
       input_error(source, ": the rows hold ", last(), " entries but nnz is ", nnz_);
   }
@@ -158,10 +159,10 @@ void CsrMatrix<T>::finalize(const std::string& source, size_type chunk, bool all
       },
       Kokkos::Min<size_type>(first_bad));
   auto where = [&](size_type p) {
-    auto rm = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), row_map_);
+    auto rm = host_copy(row_map_);
     const size_type* begin = rm.data();
     const size_type row = size_type(std::upper_bound(begin, begin + n_ + 1, p) - begin) - 1;
-    auto c = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), Kokkos::subview(cols_, p));
+    auto c = host_copy(Kokkos::subview(cols_, p));
     return std::make_pair(row, size_type(c()));
   };
   if (first_bad < nnz_) {

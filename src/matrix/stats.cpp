@@ -1,3 +1,4 @@
+#include "knmf/core/host_access.hpp"
 #include "knmf/matrix/stats.hpp"
 
 #include <limits>
@@ -61,7 +62,7 @@ ValueStats value_stats_impl(const Space& space, const T* data, size_type count, 
         }
         partial(c) = s;
       });
-  auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), partial);
+  auto h = host_copy(partial);
   double sum_c = 0.0, norm2_c = 0.0;
   for (size_type c = 0; c < nchunks; ++c) {
     const auto& s = h(c);

@@ -101,9 +101,9 @@ void StreamedMatrix<T>::allocate_buffers() {
 template <class T>
 void StreamedMatrix<T>::build_csc() {
   const int nb = num_blocks();
-  csc_map_ = host_view<decltype(csc_map_)>("knmf::stream::csc_map", size_type(nb) * (g_ + 1));
-  csc_rows_ = host_view<decltype(csc_rows_)>("knmf::stream::csc_rows", nnz_);
-  csc_vals_ = host_view<decltype(csc_vals_)>("knmf::stream::csc_vals", nnz_);
+  csc_map_ = host_view<decltype(csc_map_)>("knmf::host::stream::csc_map", size_type(nb) * (g_ + 1));
+  csc_rows_ = host_view<decltype(csc_rows_)>("knmf::host::stream::csc_rows", nnz_);
+  csc_vals_ = host_view<decltype(csc_vals_)>("knmf::host::stream::csc_vals", nnz_);
   Kokkos::parallel_for(
       "knmf::stream::build_csc", Kokkos::RangePolicy<Kokkos::DefaultHostExecutionSpace>(0, nb),
       [&](const int b) {
@@ -156,7 +156,7 @@ StreamedMatrix<T> StreamedMatrix<T>::from_host_dense(const ExecSpace& space, siz
   m.n_ = n;
   m.g_ = g;
   m.nnz_ = n * g;
-  m.dense_ = host_view<decltype(m.dense_)>("knmf::stream::dense", n * g);
+  m.dense_ = host_view<decltype(m.dense_)>("knmf::host::stream::dense", n * g);
   if (n * g > 0) std::memcpy(m.dense_.data(), row_major, size_t(n * g) * sizeof(T));
   m.finalize(source);
   m.plan_blocks(buffer_bytes);
@@ -177,14 +177,14 @@ StreamedMatrix<T> StreamedMatrix<T>::from_host_csr(const ExecSpace& space, size_
   m.g_ = g;
   if (n <= 0 || g <= 0) input_error(source, ": X is empty (", n, " cells x ", g, " genes)");
   m.nnz_ = off[n];
-  m.row_map_ = host_view<decltype(m.row_map_)>("knmf::stream::row_map", n + 1);
+  m.row_map_ = host_view<decltype(m.row_map_)>("knmf::host::stream::row_map", n + 1);
   for (size_type i = 0; i <= n; ++i) {
     if (i > 0 && off[i] < off[i - 1])
       input_error(source, ": row offsets decrease at row ", i - 1);
     m.row_map_(i) = off[i];
   }
-  m.cols_ = host_view<decltype(m.cols_)>("knmf::stream::cols", m.nnz_);
-  m.vals_ = host_view<decltype(m.vals_)>("knmf::stream::vals", m.nnz_);
+  m.cols_ = host_view<decltype(m.cols_)>("knmf::host::stream::cols", m.nnz_);
+  m.vals_ = host_view<decltype(m.vals_)>("knmf::host::stream::vals", m.nnz_);
   std::memcpy(m.cols_.data(), cols, size_t(m.nnz_) * sizeof(ordinal_type));
   std::memcpy(m.vals_.data(), values, size_t(m.nnz_) * sizeof(T));
   m.finalize(source);
@@ -209,13 +209,13 @@ StreamedMatrix<T> StreamedMatrix<T>::load(const ExecSpace& space, const io::H5ad
   const size_type stage_rows = std::max<size_type>(1, (size_type(64) << 20) / (m.g_ * 8));
   if (!sparse) {
     m.nnz_ = m.n_ * m.g_;
-    m.dense_ = host_view<decltype(m.dense_)>("knmf::stream::dense", m.nnz_);
+    m.dense_ = host_view<decltype(m.dense_)>("knmf::host::stream::dense", m.nnz_);
     for (size_type r0 = 0; r0 < m.n_; r0 += stage_rows) {
       const size_type r1 = std::min(m.n_, r0 + stage_rows);
       reader.read_dense_rows<T>(r0, r1, m.dense_.data() + r0 * m.g_);  // straight to its home
     }
   } else {
-    m.row_map_ = host_view<decltype(m.row_map_)>("knmf::stream::row_map", m.n_ + 1);
+    m.row_map_ = host_view<decltype(m.row_map_)>("knmf::host::stream::row_map", m.n_ + 1);
     m.row_map_(0) = 0;
     for (size_type r0 = 0; r0 < m.n_; r0 += stage_rows) {
       const size_type r1 = std::min(m.n_, r0 + stage_rows);
@@ -223,8 +223,8 @@ StreamedMatrix<T> StreamedMatrix<T>::load(const ExecSpace& space, const io::H5ad
       for (size_type i = r0; i < r1; ++i) m.row_map_(i + 1) = m.row_map_(i) + counts[size_t(i - r0)];
     }
     m.nnz_ = m.row_map_(m.n_);
-    m.cols_ = host_view<decltype(m.cols_)>("knmf::stream::cols", m.nnz_);
-    m.vals_ = host_view<decltype(m.vals_)>("knmf::stream::vals", m.nnz_);
+    m.cols_ = host_view<decltype(m.cols_)>("knmf::host::stream::cols", m.nnz_);
+    m.vals_ = host_view<decltype(m.vals_)>("knmf::host::stream::vals", m.nnz_);
     io::CsrBlock<T> blk;
     for (size_type r0 = 0; r0 < m.n_; r0 += stage_rows) {
       const size_type r1 = std::min(m.n_, r0 + stage_rows);

@@ -1,6 +1,7 @@
 #pragma once
 // The solver's hooks for a row-partitioned X (included before the solver templates; see
 // src/solver/detail/nmf_impl.hpp).
+#include "knmf/core/host_access.hpp"
 #include "knmf/mpi/distributed.hpp"
 #include "solver/detail/kernels.hpp"
 #include "solver/detail/partition.hpp"
@@ -27,7 +28,7 @@ template <class V>
 void allreduce_view(MPI_Comm comm, const ExecSpace& space, const V& v) {
   if (v.span() == 0) return;
   space.fence();
-  auto h = Kokkos::create_mirror_view(Kokkos::HostSpace(), v);
+  auto h = host_mirror(v);
   Kokkos::deep_copy(h, v);
   mpi::allreduce_sum(comm, h.data(), h.span());
   Kokkos::deep_copy(v, h);

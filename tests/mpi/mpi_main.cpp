@@ -2,6 +2,7 @@
 #include <Kokkos_Core.hpp>
 #include <gtest/gtest.h>
 
+#include "knmf/core/host_access.hpp"
 #include "knmf/core/runtime.hpp"
 #include <mpi.h>
 
@@ -18,6 +19,7 @@ int main(int argc, char** argv) {
   int rc = 0;
   {
     Kokkos::ScopeGuard guard(argc, argv);
+    knmf::install_device_memory_guard();  // device-kernels build only
     rc = RUN_ALL_TESTS();
   }
   int worst = rc;

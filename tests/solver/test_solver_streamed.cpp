@@ -5,6 +5,7 @@
 #include <random>
 
 #include "knmf/core/error.hpp"
+#include "knmf/core/host_access.hpp"
 #include "knmf/io/h5ad.hpp"
 #include "knmf/matrix/load.hpp"
 #include "solver/detail/products.hpp"
@@ -131,20 +132,20 @@ TEST(Streamed, SparseBlockOffsetsBeyond2To32) {
   Kokkos::View<ordinal_type*, MemSpace> d_ent("ent", ent.size());
   Kokkos::View<double*, MemSpace> d_val("val", val.size());
   auto copy = [](auto& d, auto& h) {
-    auto m = Kokkos::create_mirror_view(d);
+    auto m = knmf::host_mirror(d);
     for (size_t i = 0; i < h.size(); ++i) m(i) = h[i];
     Kokkos::deep_copy(d, m);
   };
   copy(d_map, map);
   copy(d_ent, ent);
   copy(d_val, val);
-  Matrix<double> H("H", rk, g), P("P", rk, rows);
-  auto hH = Kokkos::create_mirror_view(H);
+  Matrix<double> H("knmf::test::H", rk, g), P("knmf::test::P", rk, rows);
+  auto hH = knmf::host_mirror(H);
   for (size_type r = 0; r < rk; ++r)
     for (size_type j = 0; j < g; ++j) hH(r, j) = double(10 * r + j);
   Kokkos::deep_copy(H, hH);
   detail::spmm_gather(ExecSpace(), d_map, base, d_ent, d_val, H, P, false);
-  auto hP = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), P);
+  auto hP = knmf::host_copy(P);
   for (size_type i = 0; i < rows; ++i)
     for (size_type r = 0; r < rk; ++r) {
       double e = 0;

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "knmf/core/error.hpp"
+#include "knmf/core/host_access.hpp"
 #include "knmf/solver/init.hpp"
 #include "solver_fixtures.hpp"
 
@@ -183,8 +184,8 @@ TEST(Float, SinglePrecisionTracksDouble) {
 
 TEST(Norm, ChunkedNormEqualsLongDoubleAcrossChunkBoundaries) {
   const size_type count = 10007;
-  Kokkos::View<double*, MemSpace> v("v", count);
-  auto h = Kokkos::create_mirror_view(v);
+  Kokkos::View<double*, MemSpace> v("knmf::test::v", count);
+  auto h = knmf::host_mirror(v);
   long double ref2 = 0, ref1 = 0;
   for (size_type i = 0; i < count; ++i) {
     h(i) = std::sin(double(i)) * 1e3 + 1e3 + double(i % 13) * 1e-7;

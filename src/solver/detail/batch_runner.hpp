@@ -11,6 +11,7 @@
 #include <vector>
 #include <Kokkos_Profiling_ScopedRegion.hpp>
 
+#include "knmf/core/host_access.hpp"
 #include "knmf/core/compat.hpp"
 #include "knmf/core/error.hpp"
 #include "knmf/solver/init.hpp"
@@ -105,11 +106,11 @@ private:
         Kokkos::view_alloc(space_, Kokkos::WithoutInitializing, "knmf::solver::red_partial"),
         nch * R);
     mask_ = SlotMask(Kokkos::view_alloc(space_, "knmf::solver::mask"), R);
-    mask_h_ = Kokkos::create_mirror_view(mask_);
+    mask_h_ = host_mirror(mask_);
     ones_ = SlotMask(Kokkos::view_alloc(space_, "knmf::solver::ones"), R);
     Kokkos::deep_copy(space_, ones_, 1);
     list_ = Kokkos::View<int*, MemSpace>(Kokkos::view_alloc(space_, "knmf::solver::list"), R);
-    list_h_ = Kokkos::create_mirror_view(list_);
+    list_h_ = host_mirror(list_);
   }
 
   // ------------------------------------------------------------ slot state
@@ -247,8 +248,8 @@ private:
     slot_gram(space_, W_, R_, k_, fm, gram_partial_, GW_);
     Part::reduce(X_, space_, GW_);
     slot_gram(space_, H_, R_, k_, fm, gram_partial_, GH_);
-    auto gw = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), GW_);
-    auto gh = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), GH_);
+    auto gw = host_copy(GW_);
+    auto gh = host_copy(GH_);
     for (int p = 0; p < F; ++p) {
       const int r = fresh[size_t(p)];
       const double e = error_from(cross[size_t(p)], gw, gh, r);
@@ -279,8 +280,8 @@ private:
     slot_gram(space_, H_, R_, k_, m, gram_partial_, GH_);
     slot_dot(space_, Q_, H_, R_, k_, m, red_partial_);
     auto cross = sum_partials(g_, R_);
-    auto gw = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), GW_);
-    auto gh = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), GH_);
+    auto gw = host_copy(GW_);
+    auto gh = host_copy(GH_);
     for (int r : which) err[size_t(r)] = error_from(cross[size_t(r)], gw, gh, r);
     return err;
   }
@@ -470,7 +471,7 @@ private:
                          k_, std::max(n_, g_));
     auto st = Matrix<T>(stage_.data(), k_, m);
     pack_slots(space_, F, upload_list({r}), k_, st);
-    auto h = Kokkos::create_mirror_view(st);
+    auto h = host_mirror(st);
     Kokkos::deep_copy(space_, h, st);
     space_.fence();
     std::vector<double> out(size_t(k_ * m));

@@ -19,6 +19,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "knmf/core/host_access.hpp"
 #include "knmf/core/compat.hpp"
 #include "knmf/core/error.hpp"
 #include "knmf/core/types.hpp"
@@ -39,84 +40,29 @@ using SlotGram = Kokkos::View<double***, Kokkos::LayoutRight, MemSpace>;
 /// Per-slot flags (1 = active).
 using SlotMask = Kokkos::View<int*, MemSpace>;
 
-inline constexpr bool exec_on_host =
-    std::is_same_v<typename ExecSpace::memory_space, Kokkos::HostSpace>;
 
 /// Columns per chunk of the per-slot reductions.
 inline constexpr size_type slot_chunk = 1024;
 
+/// Threads per team of the portable team kernels: a power of two from 32 (a warp) to 256,
+/// enough for `work_per_team` items. A host backend caps it at its thread pool (Kokkos' team
+/// size limit there); the host-tuned kernels use one thread per team.
 inline int team_size_for(int work_per_team) {
-  if constexpr (exec_on_host) {
+  if constexpr (host_tuned_kernels) {
     (void)work_per_team;
     return 1;
   } else {
     int t = 32;
     while (t < work_per_team && t < 256) t *= 2;
+    if constexpr (host_backend) {
+      const int pool = ExecSpace().concurrency();
+      if (t > pool) t = pool;
+    }
     return t;
   }
 }
 
 inline size_type num_chunks(size_type m) { return (m + slot_chunk - 1) / slot_chunk; }
-
-/// G(r) = F_r F_r^T for every active slot r (F: (R*k) x m), accumulated in double; the
-/// other slots' G is set to zero.
-/// `partial` must hold num_chunks(m) * R * k * k doubles.
-template <class T>
-void slot_gram(const ExecSpace& space, const Matrix<T>& F, int R, int k, const SlotMask& active,
-               const Kokkos::View<double*, MemSpace>& partial, const SlotGram& G) {
-  const size_type m = F.extent(1);
-  const size_type nch = num_chunks(m);
-  const int kk = k * k;
-  const int npairs = k * (k + 1) / 2;
-  if (m == 0) {
-    Kokkos::deep_copy(space, G, 0.0);
-    return;
-  }
-  TeamPolicy policy(space, int(nch * R), team_size_for(npairs));
-  Kokkos::parallel_for(
-      "knmf::gram::chunks", policy, KOKKOS_LAMBDA(const Member& team) {
-        const int r = team.league_rank() % R;
-        const size_type c = team.league_rank() / R;
-        double* out = &partial(size_type(c * R + r) * kk);
-        if (!active(r)) return;
-        const size_type j0 = c * slot_chunk;
-        const size_type j1 = (j0 + slot_chunk < m) ? j0 + slot_chunk : m;
-        const int row0 = r * k;
-        // nvcc rejects a lambda whose first use of a captured variable is inside
-        // `if constexpr`: name those captures here first (cmake/CUDA.md).
-        (void)F;
-        (void)npairs;
-        if constexpr (exec_on_host) {
-          host_slot_gram(k, F.data(), size_type(F.stride(1)), row0, j0, j1, out);
-        } else {
-          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, npairs), [&](const int p) {
-            // pair index p -> (s, t), s <= t
-            int s = 0, rem = p;
-            while (rem >= k - s) {
-              rem -= k - s;
-              ++s;
-            }
-            const int t = s + rem;
-            double a = 0.0;
-            for (size_type j = j0; j < j1; ++j) a += double(F(row0 + s, j)) * double(F(row0 + t, j));
-            out[s * k + t] = a;
-            out[t * k + s] = a;
-          });
-        }
-      });
-  Kokkos::parallel_for(
-      "knmf::gram::sum", Kokkos::RangePolicy<ExecSpace>(space, 0, R * kk),
-      KOKKOS_LAMBDA(const int e) {
-        const int r = e / kk, p = e % kk;
-        if (!active(r)) {  // zero, so that sums over row blocks stay clean
-          G(r, p / k, p % k) = 0.0;
-          return;
-        }
-        double a = 0.0;
-        for (size_type c = 0; c < nch; ++c) a += partial(size_type(c * R + r) * kk + p);
-        G(r, p / k, p % k) = a;
-      });
-}
 
 /// Host: body(r, c, j0, j1) for every (column chunk c, slot r) of a factor with m columns, one
 /// task each; the slot-level host loops (host_kernels.cpp) run inside.
@@ -133,6 +79,137 @@ void host_slot_chunks(const ExecSpace& space, const char* label, size_type m, in
       });
 }
 
+/// Team scratch (bytes) a portable kernel asks for per team: under the 48 KiB a CUDA block
+/// gets without opting in to more, with room to spare for Kokkos' own use.
+inline constexpr size_t team_scratch_budget = 40 * 1024;
+
+template <class T>
+using ScratchValues =
+    Kokkos::View<T*, ExecSpace::scratch_memory_space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+
+/// Pair index p of the upper triangle of a k x k matrix (row-major, s <= t) -> (s, t).
+KOKKOS_INLINE_FUNCTION void gram_pair(int p, int k, int& s, int& t) {
+  s = 0;
+  while (p >= k - s) {
+    p -= k - s;
+    ++s;
+  }
+  t = s + p;
+}
+
+/// Columns of a slot's k rows that the portable Gram kernel stages in team scratch per step
+/// (0: the pair sums alone do not fit; the kernel then reads F from global memory).
+template <class T>
+int gram_tile_columns(int k) {
+  const size_t pairs = ScratchValues<double>::shmem_size(size_t(k) * (k + 1) / 2);
+  const size_t per_column = size_t(k) * sizeof(T);
+  if (pairs + ScratchValues<T>::shmem_size(size_t(k)) > team_scratch_budget) return 0;
+  const size_t cols = (team_scratch_budget - pairs - 64) / per_column;  // 64: alignment slack
+  return int(cols < 256 ? cols : 256);
+}
+
+/// Portable kernel of slot_gram: one team per (column chunk, slot), one thread per pair (s, t).
+/// The slot's k rows are staged through team scratch a tile of columns at a time (consecutive
+/// threads load consecutive rows of a column: coalesced over the LayoutLeft factor), and each
+/// pair's sum runs over the columns in order, in double, as the host kernel's does.
+template <class T>
+void slot_gram_chunks(const ExecSpace& space, const Matrix<T>& F, int R, int k,
+                      const SlotMask& active, const Kokkos::View<double*, MemSpace>& partial) {
+  const size_type m = F.extent(1);
+  const size_type nch = num_chunks(m);
+  const int kk = k * k;
+  const int npairs = k * (k + 1) / 2;
+  const int tile = gram_tile_columns<T>(k);
+  TeamPolicy policy(space, int(nch * R), team_size_for(npairs));
+  if (tile > 0)
+    policy.set_scratch_size(0, Kokkos::PerTeam(ScratchValues<double>::shmem_size(size_t(npairs)) +
+                                               ScratchValues<T>::shmem_size(size_t(k) * tile)));
+  Kokkos::parallel_for(
+      "knmf::gram::chunks", policy, KOKKOS_LAMBDA(const Member& team) {
+        const int r = team.league_rank() % R;
+        const size_type c = team.league_rank() / R;
+        double* out = &partial(size_type(c * R + r) * kk);
+        if (!active(r)) return;
+        const size_type j0 = c * slot_chunk;
+        const size_type j1 = (j0 + slot_chunk < m) ? j0 + slot_chunk : m;
+        const int row0 = r * k;
+        if (tile == 0) {  // large k: straight from global memory
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, npairs), [&](const int p) {
+            int s, t;
+            gram_pair(p, k, s, t);
+            double a = 0.0;
+            for (size_type j = j0; j < j1; ++j) a += double(F(row0 + s, j)) * double(F(row0 + t, j));
+            out[s * k + t] = a;
+            out[t * k + s] = a;
+          });
+          return;
+        }
+        ScratchValues<double> acc(team.team_scratch(0), size_t(npairs));
+        ScratchValues<T> rows(team.team_scratch(0), size_t(k) * tile);
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, npairs), [&](const int p) { acc(p) = 0.0; });
+        for (size_type jt = j0; jt < j1; jt += tile) {
+          const int nt = int(jt + tile < j1 ? tile : j1 - jt);
+          team.team_barrier();  // the previous tile is consumed
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, k * nt), [&](const int e) {
+            rows(e) = F(row0 + e % k, jt + e / k);
+          });
+          team.team_barrier();
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, npairs), [&](const int p) {
+            int s, t;
+            gram_pair(p, k, s, t);
+            double a = acc(p);
+            for (int q = 0; q < nt; ++q) a += double(rows(s + k * q)) * double(rows(t + k * q));
+            acc(p) = a;
+          });
+        }
+        team.team_barrier();
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, npairs), [&](const int p) {
+          int s, t;
+          gram_pair(p, k, s, t);
+          out[s * k + t] = acc(p);
+          out[t * k + s] = acc(p);
+        });
+      });
+}
+
+/// G(r) = F_r F_r^T for every active slot r (F: (R*k) x m), accumulated in double; the
+/// other slots' G is set to zero.
+/// `partial` must hold num_chunks(m) * R * k * k doubles.
+template <class T>
+void slot_gram(const ExecSpace& space, const Matrix<T>& F, int R, int k, const SlotMask& active,
+               const Kokkos::View<double*, MemSpace>& partial, const SlotGram& G) {
+  const size_type m = F.extent(1);
+  const size_type nch = num_chunks(m);
+  const int kk = k * k;
+  if (m == 0) {
+    Kokkos::deep_copy(space, G, 0.0);
+    return;
+  }
+  if constexpr (host_tuned_kernels) {
+    const size_type ld = size_type(F.stride(1));
+    const T* f = F.data();
+    double* part = partial.data();
+    host_slot_chunks<Kokkos::Static>(
+        space, "knmf::gram::chunks", m, R, [=](int r, size_type c, size_type j0, size_type j1) {
+          if (active(r)) host_slot_gram(k, f, ld, r * k, j0, j1, part + size_type(c * R + r) * kk);
+        });
+  } else {
+    slot_gram_chunks(space, F, R, k, active, partial);
+  }
+  Kokkos::parallel_for(
+      "knmf::gram::sum", Kokkos::RangePolicy<ExecSpace>(space, 0, R * kk),
+      KOKKOS_LAMBDA(const int e) {
+        const int r = e / kk, p = e % kk;
+        if (!active(r)) {  // zero, so that sums over row blocks stay clean
+          G(r, p / k, p % k) = 0.0;
+          return;
+        }
+        double a = 0.0;
+        for (size_type c = 0; c < nch; ++c) a += partial(size_type(c * R + r) * kk + p);
+        G(r, p / k, p % k) = a;
+      });
+}
+
 /// Multiplicative update of one factor (scikit-learn's Frobenius MU), written to `out`:
 ///   out = F * Num / (F G + l1 + l2 F), with the zero guard applied to the denominator.
 /// F, Num, out: (R*k) x m; G: the other factor's per-slot Gram. Inactive slots are skipped.
@@ -142,7 +219,7 @@ void mu_update(const ExecSpace& space, const Matrix<T>& F, const Matrix<T>& Num,
                bool add_eps, double eps, const Matrix<T>& out) {
   const size_type rows = F.extent(0);
   const size_type total = rows * size_type(F.extent(1));
-  if constexpr (exec_on_host) {
+  if constexpr (host_tuned_kernels) {
     // per (chunk, slot): the host loop (host_kernels.cpp), the same values in vector lanes
     KNMF_ASSERT(Num.stride(1) == F.stride(1) && out.stride(1) == F.stride(1));
     const size_type ld = size_type(F.stride(1));
@@ -179,7 +256,7 @@ void cd_update(const ExecSpace& space, const Matrix<T>& F, const Matrix<T>& Num,
   const size_type m = F.extent(1);
   const size_type nch = num_chunks(m);
   if (m == 0) return;
-  if constexpr (exec_on_host) {
+  if constexpr (host_tuned_kernels) {
     // per (chunk, slot): the host sweep (host_kernels.cpp), G + l2 I formed once per slot
     std::vector<double> Gl(size_t(R) * k * k);
     for (int r = 0; r < R; ++r)
@@ -200,7 +277,12 @@ void cd_update(const ExecSpace& space, const Matrix<T>& F, const Matrix<T>& Num,
     space.fence();  // Gl lives on this stack frame
     return;
   }
+  // The slot's G + l2 I sits in team scratch (read k^2 times per column) when it fits.
+  const int kk = k * k;
+  const bool gram_in_scratch = ScratchValues<double>::shmem_size(size_t(kk)) <= team_scratch_budget;
   TeamPolicy policy(space, int(nch * R), team_size_for(int(slot_chunk)));
+  if (gram_in_scratch)
+    policy.set_scratch_size(0, Kokkos::PerTeam(ScratchValues<double>::shmem_size(size_t(kk))));
   Kokkos::parallel_for(
       "knmf::cd::update", policy, KOKKOS_LAMBDA(const Member& team) {
         const int r = team.league_rank() % R;
@@ -212,6 +294,14 @@ void cd_update(const ExecSpace& space, const Matrix<T>& F, const Matrix<T>& Num,
         const size_type j0 = c * slot_chunk;
         const size_type j1 = (j0 + slot_chunk < m) ? j0 + slot_chunk : m;
         const int row0 = r * k;
+        ScratchValues<double> gl;
+        if (gram_in_scratch) {
+          gl = ScratchValues<double>(team.team_scratch(0), size_t(kk));
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, kk), [&](const int p) {
+            gl(p) = G(r, p / k, p % k) + (p / k == p % k ? l2 : 0.0);
+          });
+          team.team_barrier();
+        }
         double viol = 0.0;
         Kokkos::parallel_reduce(
             Kokkos::TeamThreadRange(team, j0, j1),
@@ -220,13 +310,13 @@ void cd_update(const ExecSpace& space, const Matrix<T>& F, const Matrix<T>& Num,
                 const T num = T(Num(row0 + t, i) - T(l1));
                 double grad = -double(num);
                 for (int s = 0; s < k; ++s) {
-                  const double gts = G(r, t, s) + (s == t ? l2 : 0.0);
+                  const double gts = gram_in_scratch ? gl(t * k + s) : G(r, t, s) + (s == t ? l2 : 0.0);
                   grad += gts * double(F(row0 + s, i));
                 }
                 const T w = F(row0 + t, i);
                 const double pg = (w == T(0)) ? (grad < 0.0 ? grad : 0.0) : grad;
                 v += Kokkos::fabs(pg);
-                const double hess = G(r, t, t) + l2;
+                const double hess = gram_in_scratch ? gl(t * k + t) : G(r, t, t) + l2;
                 if (hess != 0.0) {
                   const double nw = double(w) - grad / hess;
                   F(row0 + t, i) = T(nw > 0.0 ? nw : 0.0);
@@ -255,11 +345,14 @@ void slot_dot(const ExecSpace& space, const Matrix<T>& A, const Matrix<T>& B, in
         const int row0 = r * k;
         double sum = 0.0;
         if (active(r)) {
+          // one (row, column) pair per thread: consecutive threads read consecutive rows of a
+          // LayoutLeft column (coalesced), not one column each at a stride of R*k values
           Kokkos::parallel_reduce(
-              Kokkos::TeamThreadRange(team, j0, j1),
-              [&](const size_type j, double& acc) {
-                for (int t = 0; t < k; ++t)
-                  acc += double(A(row0 + t, j)) * double(B(row0 + t, j));
+              Kokkos::TeamThreadRange(team, size_type(k) * (j1 - j0)),
+              [&](const size_type e, double& acc) {
+                const size_type j = j0 + e / k;
+                const int t = int(e % k);
+                acc += double(A(row0 + t, j)) * double(B(row0 + t, j));
               },
               sum);
         }
@@ -270,7 +363,7 @@ void slot_dot(const ExecSpace& space, const Matrix<T>& A, const Matrix<T>& B, in
 /// Sum chunk partials (chunk-major, R per chunk) per slot, in chunk order, on the host.
 inline std::vector<double> sum_slot_partials(const Kokkos::View<double*, MemSpace>& partial,
                                              size_type nch, int R) {
-  auto h = Kokkos::create_mirror_view(partial);
+  auto h = host_mirror(partial);
   Kokkos::deep_copy(h, partial);
   std::vector<double> out(size_t(R), 0.0);
   for (size_type c = 0; c < nch; ++c)

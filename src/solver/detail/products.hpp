@@ -28,7 +28,7 @@ namespace knmf::detail {
 /// transposed in a scratch buffer (P^T in row blocks of n, so the extra memory stays small)
 /// and transposed into place.
 template <class T>
-inline constexpr bool transposed_host_gemm = exec_on_host && std::is_same_v<T, double>;
+inline constexpr bool transposed_host_gemm = host_tuned_kernels && std::is_same_v<T, double>;
 
 /// Rows of X per block of P^T (the scratch holds block x Rk values).
 inline constexpr size_type pt_block_rows = 8192;
@@ -103,7 +103,7 @@ void spmm_gather(const ExecSpace& space, const RowMap& row_map, size_type base,
                  const Matrix<T>& out, bool accumulate) {
   const size_type rows = out.extent(0);
   const size_type m = out.extent(1);
-  if constexpr (exec_on_host) {
+  if constexpr (host_tuned_kernels) {
     // chunks of output columns, dynamically scheduled (rows of X vary in length); the inner
     // loops are vectorized for the CPU at hand and walk the rows of `in` in blocks, all the
     // chunk's columns per block (host_kernels.cpp); 64 columns measured 2-3% faster
