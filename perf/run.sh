@@ -8,7 +8,9 @@
 # python3-sklearn and python3-torch (apt-get install -y python3-torch). Runs ~40 minutes on
 # 2 cores (--quick: small sizes, a few minutes, for checking the script). Raw results go to
 # perf/results/<section>.json*, the report to perf/RESULTS.md.
-# Sections: solver memory sparse oocore scaling cnmf torch mpi consensus
+# Sections: solver memory sparse oocore scaling cnmf torch mpi consensus devkernels
+# (devkernels needs the device-kernels build too: cmake/dev.sh device-test, or
+# KNMF_DEVICE_BUILD_DIR)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # the sections' temporary run folders and files, removed however the script ends
@@ -73,6 +75,35 @@ if want memory; then
   log "peak memory"
   "$B/perf/knmf_bench_memory" $(q "20000 2000 8 20 2 float mu" "200000 2000 8 20 5 float mu") \
     > $RES/memory.txt
+fi
+
+# -- issue 13: the portable (GPU) kernels run on this CPU, against the host-tuned ones ---------
+DB=${KNMF_DEVICE_BUILD_DIR:-build-device-kernels}
+if want devkernels; then
+  if [[ -x $DB/perf/knmf_bench_iteration ]] &&
+     "$DB/drivers/knmf" --version | grep -q KNMF_DEVICE_KERNELS_ON_HOST; then
+    log "device kernels on the host vs host-tuned kernels"
+    out=$RES/devkernels.jsonl
+    : > $out
+    echo "$(date -u +%Y-%m-%dT%H:%M:%SZ), $("$B/drivers/knmf" --version | head -1) against" \
+      "$("$DB/drivers/knmf" --version | head -1), load average $(cut -d' ' -f1-3 /proc/loadavg)" \
+      > $RES/devkernels.context
+    n=$(q 4000 20000)
+    # alternate the two builds, case by case, so that the machine's drift hits both alike
+    for round in $(seq 1 $(q 1 3)); do
+      for c in "dense cd" "dense mu" "sparse cd" "sparse mu"; do
+        set -- $c
+        for build in host-tuned portable; do
+          bdir=$B; [[ $build == portable ]] && bdir=$DB
+          "$bdir/perf/knmf_bench_iteration" --n $n --g 2000 --density 0.05 --R 8 --k 20 \
+            --dtype float --format $1 --solver $2 --iters 2,6 --repeats 3 |
+            sed "s/^{/{\"kernels\": \"$build\", \"round\": $round, /" >> $out
+        done
+      done
+    done
+  else
+    log "devkernels: skipped, no device-kernels build in $DB (cmake/dev.sh device-test)"
+  fi
 fi
 
 # -- issue 5: sparse vs dense, crossover, 1M cells, out of core --------------------------------

@@ -124,14 +124,24 @@ SlotGram gram_of(int R, int k, unsigned seed, std::vector<double>& gh) {
   return G;
 }
 
+/// What an update kernel reads: the other factor's Gram G (host copy gh), the factor F and the
+/// product Num (host copies hf, hn), from seeds seed, seed + 1, seed + 2.
+struct UpdateOperands {
+  std::vector<double> gh;
+  SlotGram G;
+  HostMatrix<double> hf, hn;
+  Matrix<double> F, Num;
+  UpdateOperands(int R, int k, unsigned seed)
+      : G(gram_of(R, k, seed, gh)),
+        F(random_factor(R, k, m_cols, seed + 1, hf)),
+        Num(random_factor(R, k, m_cols, seed + 2, hn)) {}
+};
+
 TEST_P(Kernels, CdSweepEqualsHostReference) {
   const auto [R, k] = GetParam();
   const double l1 = 0.05, l2 = 0.1;
-  std::vector<double> gh;
-  const auto G = gram_of(R, k, 31u, gh);
-  HostMatrix<double> hf, hn;
-  const auto F = random_factor(R, k, m_cols, 32u, hf);
-  const auto Num = random_factor(R, k, m_cols, 33u, hn);
+  UpdateOperands op(R, k, 31u);
+  const auto& [gh, G, hf, hn, F, Num] = op;
   // scale Num like a product with X (the same order as G F) so the sweep moves values both ways
   for (size_type j = 0; j < m_cols; ++j)
     for (size_type i = 0; i < size_type(R) * k; ++i) hn(i, j) *= 100.0 * k;
@@ -180,11 +190,8 @@ TEST_P(Kernels, CdSweepEqualsHostReference) {
 TEST_P(Kernels, MuUpdateEqualsHostReference) {
   const auto [R, k] = GetParam();
   const double l1 = 0.0, l2 = 0.2;
-  std::vector<double> gh;
-  const auto G = gram_of(R, k, 41u, gh);
-  HostMatrix<double> hf, hn;
-  const auto F = random_factor(R, k, m_cols, 42u, hf);
-  const auto Num = random_factor(R, k, m_cols, 43u, hn);
+  UpdateOperands op(R, k, 41u);
+  const auto& [gh, G, hf, hn, F, Num] = op;
   Matrix<double> out(Kokkos::view_alloc(std::string("knmf::test::out")), size_type(R) * k, m_cols);
   Kokkos::deep_copy(out, -1.0);
   const auto active = mask_with_inactive(R, 0);
