@@ -6,6 +6,8 @@
 #   cmake/dev.sh build            install deps and build only
 #   cmake/dev.sh cuda-build [90|80]  build everything for CUDA (Kokkos 4.6.01 + nvcc) for sm_90
 #                                 (H100/H200, the default) or sm_80 (A100); compile and link only
+#   cmake/dev.sh device-test      build the device-kernels build (OpenMP running the kernels a
+#                                 GPU runs, device memory guarded) in build-device-kernels/, run ctest
 #
 # Environment: KNMF_BUILD_DIR (default build, or build-cuda-smNN), KNMF_DEPS_CACHE (default
 # ~/.cache/knmf-deps), KNMF_DEPS_MIRROR (a folder holding the Kokkos tarballs, for machines
@@ -39,6 +41,15 @@ case "$cmd" in
       demo) exec "$bdir/drivers/knmf" demo "$@" ;;
       test) cd "$bdir" && exec ctest --output-on-failure -j 1 ${KNMF_CTEST_ARGS:-} "$@" ;;
     esac ;;
+  device-test)
+    prefix=$(cmake/bootstrap.sh | tail -n1)
+    bdir=${KNMF_BUILD_DIR:-build-device-kernels}
+    configure_build "$bdir" "$prefix" -DKNMF_ENABLE_MPI=ON -DKNMF_DEVICE_KERNELS_ON_HOST=ON \
+      -DKNMF_WARNINGS_AS_ERRORS=ON -DKNMF_ENABLE_PERF=ON
+    export OMP_PROC_BIND=${OMP_PROC_BIND:-spread} OMP_PLACES=${OMP_PLACES:-threads}
+    "$bdir/drivers/knmf" --version | grep -q "KNMF_DEVICE_KERNELS_ON_HOST" ||
+      { echo "device-test: $bdir is not a device-kernels build" >&2; exit 1; }
+    cd "$bdir" && exec ctest --output-on-failure -j 1 ${KNMF_CTEST_ARGS:-} "$@" ;;
   cuda-build)
     arch=${1:-90}
     prefix=$(cmake/bootstrap.sh --cuda "$arch" | tail -n1)
@@ -49,12 +60,12 @@ case "$cmd" in
     mkdir -p "$bdir"
     configure_build "$bdir" "$prefix" -DCMAKE_CXX_COMPILER="$prefix/bin/nvcc_wrapper" \
       -DCMAKE_CXX_FLAGS="-arch=sm_$arch" -DKNMF_ENABLE_MPI=ON -DKNMF_ENABLE_PERF=ON \
-      -DKNMF_ENABLE_TESTS=ON 2>&1 | tee "$bdir/cuda-build.log"
+      -DKNMF_ENABLE_TESTS=ON -DKNMF_WARNINGS_AS_ERRORS=ON 2>&1 | tee "$bdir/cuda-build.log"
     # No warning may pass: nvcc's warnings about device code are GPU bugs in waiting.
     if grep -Ei 'warning' "$bdir/cuda-build.log" >&2; then
       echo "cuda-build sm_$arch: the compilers printed warnings (above; full log $bdir/cuda-build.log)" >&2
       exit 1
     fi
     echo "cuda-build sm_$arch: built with no compiler warnings ($bdir)" ;;
-  *) echo "usage: cmake/dev.sh demo|test|build|cuda-build [90|80]" >&2; exit 2 ;;
+  *) echo "usage: cmake/dev.sh demo|test|build|device-test|cuda-build [90|80]" >&2; exit 2 ;;
 esac
