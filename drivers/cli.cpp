@@ -83,6 +83,10 @@ int run(const std::vector<std::string>& args) {
       if (sub->parsed()) return cmd->run();
     std::cout << app.help();
     return 0;
+  } catch (const LogicError& e) {
+    // knmf's own bug, whichever rank meets it: say where, ask for a report
+    std::cerr << "knmf: " << e.what() << " (a bug in knmf: please report it)\n";
+    return 70;
   } catch (const std::exception& e) {
     // every rank meets the same argument errors: rank 0 reports them
     if (g_rank == 0) std::cerr << "knmf: error: " << e.what() << "\n";

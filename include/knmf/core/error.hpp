@@ -3,11 +3,12 @@
 /// The two kinds of failure in knmf, kept visibly apart:
 ///  * bad user input (a file, an option, a value) -> knmf::InputError, thrown at the public
 ///    boundary in every build type, with a one-line message naming the file/option and value;
-///  * broken internal invariants -> KNMF_ASSERT, which aborts with file and line.
+///  * broken internal invariants (a bug in knmf, not in the input) -> KNMF_ASSERT, which throws
+///    knmf::LogicError (a std::logic_error) naming the condition, file and line. A library
+///    never ends the program that hosts it: the host may catch it (Kokkos Kernels' way); the
+///    driver prints it and exits with status 70 (EX_SOFTWARE).
 /// On the device, NaN or divergence is a per-replicate status, never an exception.
 
-#include <cstdio>
-#include <cstdlib>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -21,6 +22,12 @@ public:
   explicit InputError(const std::string& what) : std::runtime_error(what) {}
 };
 
+/// A broken internal invariant: knmf's bug, reported with the failed condition and its place.
+class LogicError : public std::logic_error {
+public:
+  explicit LogicError(const std::string& what) : std::logic_error(what) {}
+};
+
 namespace detail {
 template <class... Args>
 std::string concat(const Args&... args) {
@@ -32,8 +39,8 @@ std::string concat(const Args&... args) {
 
 [[noreturn]] inline void assert_fail(const char* cond, const char* file, int line,
                                      const std::string& msg) {
-  std::fprintf(stderr, "knmf: internal error: %s (%s) at %s:%d\n", msg.c_str(), cond, file, line);
-  std::abort();
+  throw LogicError(concat("internal error: ", msg.empty() ? std::string("invariant broken") : msg,
+                          " (", cond, ") at ", file, ":", line));
 }
 }  // namespace detail
 
@@ -45,8 +52,9 @@ template <class... Args>
 
 }  // namespace knmf
 
-/// Internal invariant (host code). Active in every build type: the checks are cheap and a
-/// silent wrong answer costs HPC users far more than a branch.
+/// Internal invariant (host code; never inside a kernel or an OpenMP region, where an exception
+/// cannot travel). Active in every build type: the checks are cheap and a silent wrong answer
+/// costs HPC users far more than a branch. Throws knmf::LogicError.
 #define KNMF_ASSERT(cond, ...)                                                          \
   do {                                                                                  \
     if (!(cond)) ::knmf::detail::assert_fail(#cond, __FILE__, __LINE__,                  \
