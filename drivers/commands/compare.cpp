@@ -6,6 +6,7 @@
 #include <string>
 
 #include "command.hpp"
+#include "knmf/io/atomic_file.hpp"
 #include "knmf/core/error.hpp"
 #include "knmf/run/compare.hpp"
 
@@ -49,10 +50,9 @@ public:
     } else {
       std::cout << table;
       if (!json_.empty()) {
-        std::ofstream out(json_);
-        out << compare_report_json(report);
-        out.close();
-        if (!out) input_error("--json ", json_, ": cannot write the file");
+        io::AtomicFile out(json_, "--json " + json_);
+        out.write(compare_report_json(report));
+        out.commit();
         std::cout << "  JSON report: " << json_ << "\n";
       }
     }

@@ -14,6 +14,7 @@
 #include <sstream>
 #include <unistd.h>
 
+#include "knmf/io/atomic_file.hpp"
 #include "knmf/core/error.hpp"
 #include "knmf/io/dataframe.hpp"
 
@@ -141,26 +142,9 @@ void write_png(cairo_surface_t* surface, const std::string& path, const std::str
   put_u32(chunk, std::uint32_t(crc32(0L, reinterpret_cast<const Bytef*>(typed.data()), uInt(typed.size()))));
   png.insert(png.size() - 12, chunk);
 
-  const std::filesystem::path p(path);
-  const std::filesystem::path tmp =
-      p.parent_path() / ("." + p.filename().string() + ".tmp" + std::to_string(::getpid()));
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) input_error(path, ": cannot be written (", tmp.string(), " cannot be created)");
-    out.write(png.data(), std::streamsize(png.size()));
-    out.close();
-    if (!out) {
-      std::error_code ec;
-      std::filesystem::remove(tmp, ec);
-      input_error(path, ": writing failed");
-    }
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, p, ec);
-  if (ec) {
-    std::filesystem::remove(tmp, ec);
-    input_error(path, ": cannot be written (", ec.message(), ")");
-  }
+  io::AtomicFile out(path);
+  out.write(png);
+  out.commit();
 }
 
 struct Surface {

@@ -14,77 +14,13 @@
 #include <random>
 
 #include "knmf/core/error.hpp"
+#include "knmf/io/atomic_file.hpp"
 #include "knmf/io/npy.hpp"
 #include "knmf/io/zip.hpp"
 
 namespace knmf::io {
 
 namespace {
-
-/// A file written under a temporary name in the destination's directory and renamed into
-/// place by commit() after an fsync; destroyed uncommitted, it removes the temporary file.
-class AtomicFile {
-public:
-  explicit AtomicFile(const std::string& path) : path_(path) {
-    const std::filesystem::path p(path);
-    const std::string dir = p.parent_path().empty() ? "." : p.parent_path().string();
-    dir_ = dir;
-    std::random_device rd;
-    for (int attempt = 0; attempt < 100 && fd_ < 0; ++attempt) {
-      tmp_ = (std::filesystem::path(dir) /
-              ("." + p.filename().string() + ".knmf-tmp-" + std::to_string(::getpid()) + "-" +
-               std::to_string(rd())))
-                 .string();
-      fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-      if (fd_ < 0 && errno != EEXIST) fail("cannot create a file in ", dir);
-    }
-    if (fd_ < 0) fail("cannot create a temporary file in ", dir);
-  }
-  ~AtomicFile() {
-    if (fd_ >= 0) ::close(fd_);
-    if (!committed_) ::unlink(tmp_.c_str());
-  }
-  AtomicFile(const AtomicFile&) = delete;
-  AtomicFile& operator=(const AtomicFile&) = delete;
-
-  void write(const char* data, std::size_t size) {
-    while (size > 0) {
-      const ssize_t n = ::write(fd_, data, size);
-      if (n < 0) {
-        if (errno == EINTR) continue;
-        fail("write failed");
-      }
-      data += n;
-      size -= static_cast<std::size_t>(n);
-    }
-  }
-
-  void commit() {
-    if (::fsync(fd_) != 0) fail("fsync failed");
-    const int rc = ::close(fd_);
-    fd_ = -1;
-    if (rc != 0) fail("close failed");
-    if (::rename(tmp_.c_str(), path_.c_str()) != 0) fail("cannot rename ", tmp_, " into place");
-    committed_ = true;
-    // Make the rename itself durable.
-    const int dfd = ::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd >= 0) {
-      ::fsync(dfd);
-      ::close(dfd);
-    }
-  }
-
-private:
-  template <class... Args>
-  [[noreturn]] void fail(const Args&... args) const {
-    const std::string reason = std::strerror(errno);
-    input_error(path_, ": cannot write: ", args..., " (", reason, ")");
-  }
-
-  std::string path_, dir_, tmp_;
-  int fd_ = -1;
-  bool committed_ = false;
-};
 
 std::vector<Label> to_labels(const NpyArray& a, const std::string& what) {
   if (a.shape.size() != 1) input_error(what, ": labels must be a 1-D array, got ", a.shape.size(), " dimensions");

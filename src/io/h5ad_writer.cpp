@@ -6,12 +6,14 @@
 
 #include <algorithm>
 #include <atomic>
+#include <memory>
 #include <string>
 #include <system_error>
 #include <type_traits>
 
 #include "h5ad_types.hpp"
 #include "knmf/core/error.hpp"
+#include "knmf/io/atomic_file.hpp"
 #include "knmf/io/detail/hdf5.hpp"
 #include "knmf/io/h5ad.hpp"
 
@@ -24,14 +26,6 @@ namespace {
 template <class T>
 hid_t native_of() {
   return std::is_same_v<T, float> ? H5T_NATIVE_FLOAT : H5T_NATIVE_DOUBLE;
-}
-
-/// A temporary name beside `path` (same folder, so that the final rename is atomic).
-std::filesystem::path temp_name(const std::filesystem::path& path) {
-  static std::atomic<unsigned> counter{0};
-  const std::string name = "." + path.filename().string() + ".tmp-" + std::to_string(::getpid()) +
-                           "-" + std::to_string(counter++);
-  return path.parent_path() / name;
 }
 
 /// A dataset-creation property list: chunked with `chunk` dims, deflate when level > 0.
@@ -54,7 +48,8 @@ std::vector<std::string> default_names(std::int64_t n) {
 }  // namespace
 
 struct H5adWriter::Impl {
-  std::filesystem::path path, tmp;
+  std::filesystem::path path;
+  std::unique_ptr<AtomicFile> atomic;  // the temporary the file is written under
   std::string file;  // the target path, for messages
   std::int64_t n_obs = 0, n_vars = 0;
   H5adWriteOptions opts;
@@ -102,8 +97,8 @@ struct H5adWriter::Impl {
   void start() {
     h5::PropList fapl(H5Pcreate(H5P_FILE_ACCESS));
     H5Pset_file_locking(fapl.get(), true, true);
-    fid = h5::File(H5Fcreate(tmp.string().c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()));
-    if (!fid) h5::fail(file, "cannot create " + tmp.string());
+    fid = h5::File(H5Fcreate(atomic->temp().c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()));
+    if (!fid) h5::fail(file, "cannot create " + atomic->temp().string());
     h5::Group root(H5Gopen2(fid.get(), "/", H5P_DEFAULT));
     h5::write_string_attr(file, root.get(), "encoding-type", "anndata");
     h5::write_string_attr(file, root.get(), "encoding-version", "0.1.0");
@@ -241,13 +236,12 @@ H5adWriter::H5adWriter(const std::filesystem::path& path, std::int64_t n_obs, st
   if (opts.chunk_elements < 1) input_error(m.file, ": chunk_elements ", opts.chunk_elements, " must be positive");
   if (opts.gzip_level > 0 && H5Zfilter_avail(H5Z_FILTER_DEFLATE) <= 0)
     input_error(m.file, ": this HDF5 library has no gzip (deflate) filter; use gzip level 0");
-  m.tmp = temp_name(path);
+  m.atomic = std::make_unique<AtomicFile>(path, m.file);
   try {
     m.start();
   } catch (...) {
     m.close_handles();
-    std::error_code ec;
-    std::filesystem::remove(m.tmp, ec);
+    m.atomic.reset();  // removes the temporary
     throw;
   }
 }
@@ -266,8 +260,7 @@ H5adWriter::~H5adWriter() {
   if (!impl_ || impl_->done) return;
   h5::ErrorSilencer quiet;
   impl_->close_handles();
-  std::error_code ec;
-  std::filesystem::remove(impl_->tmp, ec);
+  impl_->atomic.reset();  // removes the temporary
 }
 
 void H5adWriter::set_obs_names(std::vector<std::string> names) {
@@ -347,10 +340,8 @@ void H5adWriter::close() {
     m.data.reset();
     m.indices.reset();
     m.indptr.reset();
-    if (H5Fclose(m.fid.release()) < 0) h5::fail(m.file, "cannot close " + m.tmp.string());
-    std::error_code ec;
-    std::filesystem::rename(m.tmp, m.path, ec);
-    if (ec) input_error(m.file, ": cannot rename ", m.tmp.string(), " into place: ", ec.message());
+    if (H5Fclose(m.fid.release()) < 0) h5::fail(m.file, "cannot close " + m.atomic->temp().string());
+    m.atomic->commit(AtomicFile::Replace::yes);
   });
   m.done = true;
 }

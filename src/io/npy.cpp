@@ -7,6 +7,7 @@
 #include <limits>
 #include <sstream>
 
+#include "knmf/io/atomic_file.hpp"
 #include "knmf/core/error.hpp"
 
 namespace knmf::io {
@@ -593,11 +594,9 @@ std::string format_npy(const NpyArray& a, const std::string& what) {
 
 void write_npy(const std::string& path, const NpyArray& array) {
   const std::string bytes = format_npy(array, path);
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) input_error(path, ": cannot open for writing");
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  out.close();
-  if (!out) input_error(path, ": write error");
+  AtomicFile out(path);
+  out.write(bytes);
+  out.commit();
 }
 
 }  // namespace knmf::io

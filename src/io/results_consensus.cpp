@@ -28,6 +28,7 @@
 #include "knmf/core/runtime.hpp"
 #include "knmf/io/cnmf_files.hpp"
 #include "knmf/io/results_file.hpp"
+#include "knmf/io/atomic_file.hpp"
 #include "results_internal.hpp"
 
 namespace knmf::io {
@@ -564,18 +565,15 @@ void check_results_updatable(const fs::path& path) {
   const std::string file = path.string();
   check_results_file(path);
   UpdateLock lock(file);
-  const fs::path tmp = temp_name(path);
-  claim(file, tmp);
-  std::error_code ec;
-  fs::remove(tmp, ec);
+  AtomicFile probe(path, file);  // the folder takes a new file; removed again on return
 }
 
 void update_results_file(const fs::path& path, const ResultsAdditions& add, const ResultsUpdateOptions& opts) {
   h5::ErrorSilencer quiet;
   const std::string file = path.string();
-  std::error_code ec;
   check_results_file(path);
   UpdateLock lock(file);
+  remove_leftover_temps(path);  // of killed updates (a live writer's temporary is left alone)
   h5::PropList fapl_src = file_access(false);
   h5::File src(H5Fopen(file.c_str(), H5F_ACC_RDONLY, fapl_src.get()));
   if (!src) h5::fail(file, "cannot open");
@@ -584,15 +582,13 @@ void update_results_file(const fs::path& path, const ResultsAdditions& add, cons
 
   std::set<std::string> replaced;
   for (const auto& r : add.consensus) replaced.insert(consensus_group(r.k, r.settings.local_density_threshold));
-  const fs::path tmp = temp_name(path);
-  claim(file, tmp);
-  bool renamed = false;
-  try {
+  AtomicFile tmp(path, file);  // removed again unless committed
+  {
     h5::PropList fcpl(H5Pcreate(H5P_FILE_CREATE));
     H5Pset_obj_track_times(fcpl.get(), false);
     h5::PropList fapl = file_access(false);
-    h5::File dst(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, fcpl.get(), fapl.get()));
-    if (!dst) h5::fail(file, "cannot create " + tmp.string());
+    h5::File dst(H5Fcreate(tmp.temp().c_str(), H5F_ACC_TRUNC, fcpl.get(), fapl.get()));
+    if (!dst) h5::fail(file, "cannot create " + tmp.temp().string());
     {
       h5::Group from = open_group(file, src.get(), "/");
       h5::Group to = open_group(file, dst.get(), "/");
@@ -614,15 +610,11 @@ void update_results_file(const fs::path& path, const ResultsAdditions& add, cons
     }
     for (const auto& r : add.consensus) write_record(file, dst.get(), r, info, now);
     if (add.k_selection) write_k_selection(file, dst.get(), *add.k_selection, now);
-    close_file(file, dst, tmp);
+    close_file(file, dst, tmp.temp());
     if (opts.on_step) opts.on_step(UpdateStep::copied);
-    publish(file, tmp, path, true);
-    renamed = true;
-    if (opts.on_step) opts.on_step(UpdateStep::renamed);
-  } catch (...) {
-    if (!renamed) fs::remove(tmp, ec);
-    throw;
   }
+  tmp.commit(AtomicFile::Replace::yes);
+  if (opts.on_step) opts.on_step(UpdateStep::renamed);
   close_file(file, src, path);
 }
 

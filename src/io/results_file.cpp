@@ -28,6 +28,7 @@
 
 #include "knmf/core/error.hpp"
 #include "knmf/core/runtime.hpp"
+#include "knmf/io/atomic_file.hpp"
 #include "knmf/io/detail/hdf5.hpp"
 #include "results_internal.hpp"
 
@@ -124,27 +125,6 @@ std::string join_ints(const std::vector<int>& v) {
   return s;
 }
 
-/// A temporary name beside `path` (same folder, so that the final rename is atomic).
-fs::path temp_name(const fs::path& path) {
-  static std::atomic<unsigned> counter{0};
-  return path.parent_path() / ("." + path.filename().string() + ".tmp-" +
-                               std::to_string(::getpid()) + "-" + std::to_string(counter++));
-}
-
-void fsync_path(const std::string& file, const fs::path& p, bool directory) {
-  const int fd = ::open(p.c_str(), directory ? (O_RDONLY | O_DIRECTORY) : O_RDONLY);
-  if (fd < 0) input_error(file, ": cannot open ", p.string(), " to sync it: ", std::strerror(errno));
-  const int rc = ::fsync(fd);
-  const int err = errno;
-  ::close(fd);
-  // Some file systems cannot sync folders; that only weakens power-cut safety.
-  if (rc != 0 && !(directory && (err == EINVAL || err == EROFS)))
-    input_error(file, ": fsync of ", p.string(), " failed: ", std::strerror(err));
-}
-
-fs::path folder_of(const fs::path& path) {
-  return path.parent_path().empty() ? fs::path(".") : path.parent_path();
-}
 
 // ---- HDF5 pieces ---------------------------------------------------------------------------
 
@@ -514,43 +494,6 @@ void close_file(const std::string& file, h5::File& f, const fs::path& where) {
   if (f && H5Fclose(f.release()) < 0) h5::fail(file, "cannot close " + where.string());
 }
 
-/// Create `tmp` exclusively (so that two runs never share a temporary file), checking that
-/// the output folder exists and can be written.
-void claim(const std::string& file, const fs::path& tmp) {
-  const fs::path dir = folder_of(tmp);
-  std::error_code ec;
-  if (!fs::exists(dir, ec)) input_error(file, ": output folder '", dir.string(), "' does not exist");
-  if (!fs::is_directory(dir, ec)) input_error(file, ": '", dir.string(), "' is not a folder");
-  const int fd = ::open(tmp.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0644);
-  if (fd < 0)
-    input_error(file, ": cannot create a file in output folder '", dir.string(), "': ", std::strerror(errno));
-  ::close(fd);
-}
-
-/// Move the finished `tmp` to `path`. `replace`: overwrite an existing `path` (our own file
-/// being rewritten); otherwise refuse if one appeared meanwhile.
-void publish(const std::string& file, const fs::path& tmp, const fs::path& path, bool replace) {
-  if (replace) {
-    // The new file takes the old one's permission bits (a group-writable file stays so).
-    struct stat st {};
-    if (::stat(path.c_str(), &st) == 0) ::chmod(tmp.c_str(), st.st_mode & 07777);
-  }
-  fsync_path(file, tmp, false);
-  if (!replace) {
-    // link() never replaces: a file created under `path` meanwhile is not clobbered.
-    if (::link(tmp.c_str(), path.c_str()) == 0) {
-      ::unlink(tmp.c_str());
-    } else if (errno == EEXIST) {
-      input_error(file, " appeared while it was being created (is another knmf run writing it?)");
-    } else if (std::error_code ec; fs::rename(tmp, path, ec), ec) {
-      input_error(file, ": cannot rename ", tmp.string(), " into place: ", ec.message());
-    }
-  } else if (std::error_code ec; fs::rename(tmp, path, ec), ec) {
-    input_error(file, ": cannot rename ", tmp.string(), " into place: ", ec.message());
-  }
-  fsync_path(file, folder_of(path), true);
-}
-
 /// RunInfo checked, ks sorted, job table and provenance filled in.
 RunInfo prepare(const RunInfo& in, const std::string& file) {
   RunInfo r = in;
@@ -696,19 +639,14 @@ struct ResultsWriter::Impl {
   }
 
   void create() {
-    const fs::path tmp = temp_name(path);
-    claim(file, tmp);
-    try {
+    {
+      AtomicFile tmp(path, file);  // removed again unless committed
       info.created = iso_now();
-      h5::File f = build(file, tmp, info, 0, false);
+      h5::File f = build(file, tmp.temp(), info, 0, false);
       write_session(f.get(), 0);
-      close_file(file, f, tmp);
+      close_file(file, f, tmp.temp());
       step(WriteStep::created);
-      publish(file, tmp, path, false);
-    } catch (...) {
-      std::error_code ec;
-      fs::remove(tmp, ec);
-      throw;
+      tmp.commit(AtomicFile::Replace::no);
     }
     open_for_writing();
   }
@@ -783,11 +721,10 @@ struct ResultsWriter::Impl {
 
   /// Rewrite the completed file with compressed spectra and usages, then replace it.
   void repack() {
-    const fs::path tmp = temp_name(path);
-    claim(file, tmp);
-    try {
+    AtomicFile tmp(path, file);  // removed again unless committed
+    {
       RunInfo stored = read_info(file, fid.get());
-      h5::File out = build(file, tmp, stored, opts.gzip_level, true);
+      h5::File out = build(file, tmp.temp(), stored, opts.gzip_level, true);
       {
         h5::Datatype st = session_type();
         std::vector<char> buf(kSessionSlots * kSessionBytes);
@@ -825,14 +762,10 @@ struct ResultsWriter::Impl {
         }
       }
       copy_extra_objects(file, fid.get(), out.get(), stored);
-      close_file(file, out, tmp);
-      close();
-      publish(file, tmp, path, true);
-    } catch (...) {
-      std::error_code ec;
-      fs::remove(tmp, ec);
-      throw;
+      close_file(file, out, tmp.temp());
     }
+    close();
+    tmp.commit(AtomicFile::Replace::yes);
   }
 };
 
@@ -860,6 +793,7 @@ ResultsWriter ResultsWriter::create_or_resume(const fs::path& path, const RunInf
   if (opts.gzip_level > 0 && H5Zfilter_avail(H5Z_FILTER_DEFLATE) <= 0)
     input_error(m->file, ": this HDF5 library has no gzip (deflate) filter; use gzip level 0");
   m->info = prepare(info, m->file);
+  remove_leftover_temps(path);  // of killed runs (a live writer's temporary is left alone)
   std::error_code ec;
   const auto st = fs::status(path, ec);
   if (fs::exists(st)) {

@@ -28,16 +28,6 @@ std::string join_ints(const std::vector<int>& v);
 /// "(3, 4)" / "(3,)".
 std::string shape_text(const std::vector<hsize_t>& d);
 
-/// A fresh temporary name beside `path` (same folder: the final rename is atomic).
-std::filesystem::path temp_name(const std::filesystem::path& path);
-/// The folder of `path` ("." for a bare name).
-std::filesystem::path folder_of(const std::filesystem::path& path);
-/// Create `tmp` exclusively, checking that its folder exists and can be written.
-void claim(const std::string& file, const std::filesystem::path& tmp);
-/// fsync `tmp`, move it to `path` (`replace`: over an existing file, whose permission bits it
-/// takes, else refusing to), fsync the folder.
-void publish(const std::string& file, const std::filesystem::path& tmp,
-             const std::filesystem::path& path, bool replace);
 /// Close `f` (reporting a failure of the close itself).
 void close_file(const std::string& file, h5::File& f, const std::filesystem::path& where);
 

@@ -8,6 +8,7 @@
 #include <unordered_map>
 #include <Kokkos_Profiling_ScopedRegion.hpp>
 
+#include "knmf/io/atomic_file.hpp"
 #include "knmf/core/compat.hpp"
 #include "knmf/core/error.hpp"
 #include "knmf/io/dataframe.hpp"
@@ -401,16 +402,11 @@ void write_norm_counts(const std::string& path, const PrepareResult& result) {
 }
 
 void write_gene_list(const std::string& path, const PrepareResult& result) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    for (size_t i = 0; i < result.gene_names.size(); ++i)
-      f << (i ? "\n" : "") << result.gene_names[i];
-    if (!f.flush()) input_error(path, ": cannot write the gene list");
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) input_error(path, ": cannot write the gene list (", ec.message(), ")");
+  std::string text;
+  for (size_t i = 0; i < result.gene_names.size(); ++i) text += (i ? "\n" : "") + result.gene_names[i];
+  io::AtomicFile out(path);
+  out.write(text);
+  out.commit();
 }
 
 void write_tpm_stats(const std::string& path, const PrepareResult& result) {

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "factorize_detail.hpp"
+#include "knmf/io/atomic_file.hpp"
 #include "knmf/core/error.hpp"
 #include "knmf/matrix/load.hpp"
 
@@ -83,11 +84,7 @@ void require_writable_dir(const fs::path& dir, const std::string& option) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec))
     input_error(option, " '", dir.string(), "': not an existing directory");
-  const fs::path probe = dir / (".knmf-write-test-" + std::to_string(::getpid()));
-  std::ofstream out(probe);
-  if (!out) input_error(option, " '", dir.string(), "': directory is not writable");
-  out.close();
-  fs::remove(probe, ec);
+  io::AtomicFile probe(dir / ".knmf-write-probe", option + " '" + dir.string() + "'");  // removed on return
 }
 
 }  // namespace
@@ -118,18 +115,14 @@ RunPlan plan_cnmf(const FactorizeConfig& c) {
   auto mine = worker_jobs(io::read_cnmf_job_table(p.paths.nmf_replicate_parameters()),
                           c.worker_index, c.total_workers);
   p.total = std::int64_t(mine.size());
-  // A worker killed while writing leaves `.FILE.knmf-tmp-*` next to FILE; the final name is
-  // never touched until complete. Remove such leftovers of this worker's own jobs (only this
-  // worker writes them, so no live writer elsewhere can own them).
+  // A worker killed while writing leaves its temporaries (io/atomic_file.hpp) next to the
+  // files; the final names are never touched until complete. Remove those of this worker's
+  // own jobs (only this worker writes them, so no live writer elsewhere can own them).
   std::set<std::string> own;
   for (const auto& j : mine) own.insert(fs::path(p.paths.iter_spectra(j.k, j.iter)).filename().string());
   std::error_code ec;
-  for (const auto& e : fs::directory_iterator(p.paths.tmp_dir(), ec)) {
-    const std::string f = e.path().filename().string();
-    const auto at = f.find(".knmf-tmp-");
-    if (f.size() > 1 && f[0] == '.' && at != std::string::npos && own.count(f.substr(1, at - 1)))
-      fs::remove(e.path(), ec);
-  }
+  for (const auto& e : fs::directory_iterator(p.paths.tmp_dir(), ec))
+    if (own.count(io::temp_target(e.path().filename().string()))) fs::remove(e.path(), ec);
   for (const auto& j : mine) {
     if (c.skip_completed && fs::exists(p.paths.iter_spectra(j.k, j.iter))) {
       ++p.skipped;

@@ -276,8 +276,8 @@ TEST(DataFrame, RewritingAReferenceFileKeepsItsContent) {
 TEST(DataFrame, WriterErrorsNameThePath) {
   knmf::test::TempDir dir("knmf-df");
   const std::string missing = (dir / "no/such/dir/x.df.npz").string();
-  KNMF_EXPECT_INPUT_ERROR(knmf::io::write_df_npz(missing, sample_frame()), missing, "cannot write");
-  KNMF_EXPECT_INPUT_ERROR(knmf::io::write_df_txt(missing, sample_frame()), missing, "cannot write");
+  KNMF_EXPECT_INPUT_ERROR(knmf::io::write_df_npz(missing, sample_frame()), missing, "does not exist");
+  KNMF_EXPECT_INPUT_ERROR(knmf::io::write_df_txt(missing, sample_frame()), missing, "does not exist");
 
   // A directory where the file should go: the rename fails, no temporary file is left.
   std::filesystem::create_directory(dir / "target.df.npz");

@@ -305,7 +305,7 @@ struct ResultsUpdateOptions {
 /// (the lock HDF5 takes for writing): a `knmf factorize` resumed meanwhile is refused, and
 /// while one writes the file the update is refused. Killed at any moment, `path` is the old
 /// file (unchanged, byte for byte) or the new one, never a mix (a stray temporary
-/// `.NAME.tmp-*` may be left). Needs free space for a second copy of the file. Open
+/// `.NAME.knmf-tmp-*` may be left, and the next writer removes it). Needs free space for a second copy of the file. Open
 /// ResultsReaders (any process) keep reading the file they opened.
 /// InputError (naming the file and the value) when the file is not a results file, is
 /// locked, its folder is not writable, or an addition does not fit the run (k not a k of the
