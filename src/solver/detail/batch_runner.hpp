@@ -105,6 +105,9 @@ private:
     red_partial_ = Kokkos::View<double*, MemSpace>(
         Kokkos::view_alloc(space_, Kokkos::WithoutInitializing, "knmf::solver::red_partial"),
         nch * R);
+    red_partial_h_ = host_mirror(red_partial_);
+    gw_h_ = host_mirror(GW_);
+    gh_h_ = host_mirror(GH_);
     mask_ = SlotMask(Kokkos::view_alloc(space_, "knmf::solver::mask"), R);
     mask_h_ = host_mirror(mask_);
     ones_ = SlotMask(Kokkos::view_alloc(space_, "knmf::solver::ones"), R);
@@ -144,7 +147,7 @@ private:
   }
 
   std::vector<double> sum_partials(size_type m, int R) {
-    return sum_slot_partials(red_partial_, num_chunks(m), R);
+    return sum_slot_partials(red_partial_, num_chunks(m), R, red_partial_h_);
   }
 
   // ---------------------------------------------------------- fill / init
@@ -248,11 +251,11 @@ private:
     slot_gram(space_, W_, R_, k_, fm, gram_partial_, GW_);
     Part::reduce(X_, space_, GW_);
     slot_gram(space_, H_, R_, k_, fm, gram_partial_, GH_);
-    auto gw = host_copy(GW_);
-    auto gh = host_copy(GH_);
+    Kokkos::deep_copy(gw_h_, GW_);
+    Kokkos::deep_copy(gh_h_, GH_);
     for (int p = 0; p < F; ++p) {
       const int r = fresh[size_t(p)];
-      const double e = error_from(cross[size_t(p)], gw, gh, r);
+      const double e = error_from(cross[size_t(p)], gw_h_, gh_h_, r);
       slots_[size_t(r)].err_init = e;
       slots_[size_t(r)].prev_err = e;
     }
@@ -280,9 +283,9 @@ private:
     slot_gram(space_, H_, R_, k_, m, gram_partial_, GH_);
     slot_dot(space_, Q_, H_, R_, k_, m, red_partial_);
     auto cross = sum_partials(g_, R_);
-    auto gw = host_copy(GW_);
-    auto gh = host_copy(GH_);
-    for (int r : which) err[size_t(r)] = error_from(cross[size_t(r)], gw, gh, r);
+    Kokkos::deep_copy(gw_h_, GW_);
+    Kokkos::deep_copy(gh_h_, GH_);
+    for (int r : which) err[size_t(r)] = error_from(cross[size_t(r)], gw_h_, gh_h_, r);
     return err;
   }
 
@@ -542,6 +545,9 @@ private:
   Matrix<T> W_, P_, Wn_, H_, Q_, Hn_, stage_;
   SlotGram GW_, GH_;
   Kokkos::View<double*, MemSpace> gram_partial_, red_partial_;
+  // host mirrors, made once: the convergence checks copy into them every few iterations
+  Kokkos::View<double*, MemSpace>::HostMirror red_partial_h_;
+  SlotGram::HostMirror gw_h_, gh_h_;
   SlotMask mask_, ones_;
   typename SlotMask::HostMirror mask_h_;
   Kokkos::View<int*, MemSpace> list_;

@@ -360,15 +360,22 @@ void slot_dot(const ExecSpace& space, const Matrix<T>& A, const Matrix<T>& B, in
       });
 }
 
-/// Sum chunk partials (chunk-major, R per chunk) per slot, in chunk order, on the host.
+/// Sum chunk partials (chunk-major, R per chunk) per slot, in chunk order, on the host, through
+/// the host mirror `h` of `partial` (kept by the caller: no allocation per call).
 inline std::vector<double> sum_slot_partials(const Kokkos::View<double*, MemSpace>& partial,
-                                             size_type nch, int R) {
-  auto h = host_mirror(partial);
+                                             size_type nch, int R,
+                                             const Kokkos::View<double*, MemSpace>::HostMirror& h) {
   Kokkos::deep_copy(h, partial);
   std::vector<double> out(size_t(R), 0.0);
   for (size_type c = 0; c < nch; ++c)
     for (int r = 0; r < R; ++r) out[size_t(r)] += h(c * R + r);
   return out;
+}
+
+/// The same, through a mirror made for this call.
+inline std::vector<double> sum_slot_partials(const Kokkos::View<double*, MemSpace>& partial,
+                                             size_type nch, int R) {
+  return sum_slot_partials(partial, nch, R, host_mirror(partial));
 }
 
 }  // namespace knmf::detail
