@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Fallback for `knmf compare A B` when the driver has no compare command: two knmf results
-files (HDF5, docs/results-file.md) of the same job table, compared as include/knmf/run/compare.hpp
+files (HDF5, docs/results-file.md) of the same job table, compared as include/knmf/results/compare.hpp
 describes (Hungarian matching of each job's programs on cosine similarity; per matched pair
 d_i = max_j |a_ij - b_ij| / max(max_j |a_ij|, max_j |b_ij|)).
 

@@ -12,7 +12,7 @@
 #include "knmf/core/error.hpp"
 #include "knmf/consensus/native_mode.hpp"
 #include "knmf/io/dataframe.hpp"
-#include "knmf/io/results_file.hpp"
+#include "knmf/results/results_file.hpp"
 
 namespace knmf::consensus {
 

@@ -14,7 +14,7 @@
 #include "h5ad_types.hpp"
 #include "knmf/core/error.hpp"
 #include "knmf/io/atomic_file.hpp"
-#include "knmf/io/detail/hdf5.hpp"
+#include "io/hdf5.hpp"
 #include "knmf/io/h5ad.hpp"
 
 namespace knmf::io {

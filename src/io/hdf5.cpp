@@ -1,7 +1,7 @@
 /// \file
 /// Helpers of the HDF5 RAII layer (include/knmf/io/detail/hdf5.hpp).
 
-#include "knmf/io/detail/hdf5.hpp"
+#include "io/hdf5.hpp"
 
 #include <cstring>
 

@@ -16,7 +16,7 @@
 
 #include "knmf/io/cnmf_files.hpp"
 #include "knmf/io/h5ad.hpp"
-#include "knmf/io/results_file.hpp"
+#include "knmf/results/results_file.hpp"
 #include "knmf/run/factorize.hpp"
 #include "knmf/run/memory.hpp"
 #include "knmf/solver/nmf.hpp"

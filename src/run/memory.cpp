@@ -44,18 +44,6 @@ std::int64_t used_device_bytes() {
   return std::int64_t(resident) * sysconf(_SC_PAGESIZE);
 }
 
-std::string format_bytes(double b) {
-  const char* units[] = {"B", "KB", "MB", "GB", "TB"};
-  int u = 0;
-  while (b >= 1000.0 && u < 4) {
-    b /= 1000.0;
-    ++u;
-  }
-  char buf[32];
-  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.2f %s", b, units[u]);
-  return buf;
-}
-
 std::int64_t bytes_per_replicate(std::int64_t n, std::int64_t g, int k, int s, bool refit_mu) {
   const std::int64_t chunks = (std::max(n, g) + 1023) / 1024;
   return (refit_mu ? 3 : 2) * n * k * s   // W, P (+ W_next)

@@ -6,18 +6,11 @@
 #include <ostream>
 #include <string>
 
+#include "knmf/core/format.hpp"
+
 namespace knmf::detail {
 
-inline std::string format_seconds(double s) {
-  char buf[32];
-  if (s < 60)
-    std::snprintf(buf, sizeof buf, "%.1f s", s);
-  else if (s < 3600)
-    std::snprintf(buf, sizeof buf, "%dm%02ds", int(s) / 60, int(s) % 60);
-  else
-    std::snprintf(buf, sizeof buf, "%dh%02dm", int(s) / 3600, (int(s) % 3600) / 60);
-  return buf;
-}
+using knmf::format_seconds;
 
 /// One line every `period` seconds (and when a k finishes): k, replicates done / total,
 /// mean iterations, elapsed, rate, ETA.

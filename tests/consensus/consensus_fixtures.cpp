@@ -5,7 +5,7 @@
 #include <map>
 
 #include "knmf/io/cnmf_files.hpp"
-#include "knmf/io/results_file.hpp"
+#include "knmf/results/results_file.hpp"
 
 namespace knmf::test {
 

@@ -13,7 +13,7 @@
 #include "knmf/consensus/cnmf_mode.hpp"
 #include "knmf/consensus/native_mode.hpp"
 #include "knmf/core/error.hpp"
-#include "knmf/io/results_file.hpp"
+#include "knmf/results/results_file.hpp"
 
 namespace {
 using namespace knmf;

@@ -16,7 +16,7 @@
 #include "knmf/consensus/cnmf_mode.hpp"
 #include "knmf/consensus/plot.hpp"
 #include "knmf/core/error.hpp"
-#include "knmf/io/results_file.hpp"
+#include "knmf/results/results_file.hpp"
 
 namespace {
 using namespace knmf;

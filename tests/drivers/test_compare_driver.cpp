@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "../run/compare_fixtures.hpp"
+#include "../results/compare_fixtures.hpp"
 #include "driver_support.hpp"
 #include "test_support.hpp"
 

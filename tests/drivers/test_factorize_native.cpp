@@ -3,7 +3,7 @@
 
 #include "driver_support.hpp"
 #include "knmf/io/cnmf_files.hpp"
-#include "knmf/io/results_file.hpp"
+#include "knmf/results/results_file.hpp"
 #include "test_support.hpp"
 
 namespace {

@@ -7,7 +7,7 @@
 #include "driver_support.hpp"
 #include "knmf/io/dataframe.hpp"
 #include "knmf/io/h5ad.hpp"
-#include "knmf/io/results_file.hpp"
+#include "knmf/results/results_file.hpp"
 #include "test_support.hpp"
 
 namespace {

@@ -1,7 +1,7 @@
 #pragma once
 /// \file
 /// Native mode: the replicate spectra come from a knmf results file (`knmf factorize`'s
-/// HDF5 output, knmf/io/results_file.hpp), X from the .h5ad it was computed on, the refits
+/// HDF5 output, knmf/results/results_file.hpp), X from the .h5ad it was computed on, the refits
 /// use the run's recorded solver options. The outputs go into the results file itself
 /// (/consensus/k_<k>/dt_<T> and /k_selection, written atomically by
 /// io::update_results_file), and, when an output folder is given, also as cNMF's files
@@ -14,7 +14,7 @@
 #include "knmf/consensus/cnmf_mode.hpp"
 #include "knmf/consensus/consensus.hpp"
 #include "knmf/consensus/options.hpp"
-#include "knmf/io/results_file.hpp"
+#include "knmf/results/results_file.hpp"
 
 namespace knmf::consensus {
 

@@ -13,6 +13,8 @@
 #include <cstdint>
 #include <string>
 
+#include "knmf/core/format.hpp"  // format_bytes, used with the plan
+
 namespace knmf {
 
 /// Bytes the execution space can still allocate (GPU: cudaMemGetInfo free; host: MemAvailable).
@@ -45,8 +47,5 @@ std::int64_t bytes_per_replicate(std::int64_t n, std::int64_t g, int k, int elem
 BatchPlan plan_batch(std::int64_t n, std::int64_t g, int k, int element_bytes,
                      std::int64_t bytes_x, std::int64_t budget, int requested_R, int max_R,
                      bool refit_mu = false);
-
-/// Human-readable byte count ("1.23 GB").
-std::string format_bytes(double bytes);
 
 }  // namespace knmf

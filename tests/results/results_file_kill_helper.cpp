@@ -33,7 +33,7 @@
 #include <string>
 #include <thread>
 
-#include "knmf/io/results_file.hpp"
+#include "knmf/results/results_file.hpp"
 #include "test_results_file_support.hpp"
 
 namespace {

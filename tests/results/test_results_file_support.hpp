@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "knmf/io/results_file.hpp"
+#include "knmf/results/results_file.hpp"
 #include "knmf/random/random_state.hpp"
 #include "knmf/solver/result.hpp"
 

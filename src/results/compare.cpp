@@ -1,4 +1,4 @@
-#include "knmf/run/compare.hpp"
+#include "knmf/results/compare.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -17,7 +17,7 @@
 #include "knmf/core/error.hpp"
 #include "knmf/io/cnmf_files.hpp"
 #include "knmf/io/dataframe.hpp"
-#include "knmf/io/results_file.hpp"
+#include "knmf/results/results_file.hpp"
 #include "knmf/prepare/evaluate.hpp"
 
 namespace knmf {

@@ -8,7 +8,7 @@
 
 #include "compare_fixtures.hpp"
 #include "knmf/core/error.hpp"
-#include "knmf/run/compare.hpp"
+#include "knmf/results/compare.hpp"
 #include "test_support.hpp"
 
 namespace {

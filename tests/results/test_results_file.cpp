@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "knmf/core/error.hpp"
-#include "knmf/io/results_file.hpp"
+#include "knmf/results/results_file.hpp"
 #include "test_results_file_checks.hpp"
 #include "test_results_file_support.hpp"
 #include "test_support.hpp"

@@ -1,8 +1,9 @@
 #pragma once
 /// \file
-/// Internal pieces of the results file shared by results_file.cpp (replicates: writer,
-/// reader) and results_consensus.cpp (consensus outputs: update_results_file and their
-/// reading). Not installed; only src/io includes it.
+/// Internal pieces of the results file shared by its parts: schema.cpp (the schema and the
+/// run's description), writer.cpp, reader.cpp, resume.cpp, consensus_records.cpp
+/// (update_results_file and the consensus readers). Not installed; only src/results
+/// includes it.
 
 #include <hdf5.h>
 
@@ -10,21 +11,67 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
-#include "knmf/io/detail/hdf5.hpp"
-#include "knmf/io/results_file.hpp"
+#include "io/hdf5.hpp"
+#include "knmf/core/format.hpp"
+#include "knmf/results/results_file.hpp"
 
 namespace knmf::io::detail::results {
 
 namespace h5 = detail::h5;
 
 inline constexpr const char* kFormat = "knmf-results";
+inline constexpr hsize_t kSessionSlots = 256;
+inline constexpr std::size_t kSessionBytes = 512;
+/// Upper bound on one chunk (HDF5's limit is 4 GiB).
+inline constexpr std::int64_t kMaxChunkBytes = std::int64_t{1} << 30;
 
-/// Now, as ISO 8601 UTC ("2024-05-01T12:34:56Z").
-std::string iso_now();
-/// "5 6 7".
-std::string join_ints(const std::vector<int>& v);
+/// The datasets of one /k_<k> group.
+struct KGroup {
+  int k = 0;
+  std::string name;  // "/k_7"
+  h5::Dataset spectra, usages, seeds, iterations, error_at_init, final_error, status, seconds,
+      completed;
+  std::string ds(const char* leaf) const { return name + "/" + leaf; }
+};
+
+/// "/k_7".
+std::string group_path(int k);
+/// One line of /sessions: who opened the file for writing, where and when.
+std::string session_record(const RunInfo& info);
+/// The fixed-length string type of /sessions.
+h5::Datatype session_type();
+/// "[2:4, 0:3]": a hyperslab, for messages.
+std::string range_text(const std::vector<hsize_t>& start, const std::vector<hsize_t>& count);
+/// Write / read a hyperslab of `d` (InputError naming the dataset and range on failure).
+void write_block(const std::string& file, hid_t d, const std::string& name, hid_t mem,
+                 const std::vector<hsize_t>& start, const std::vector<hsize_t>& count,
+                 const void* buf);
+void read_block(const std::string& file, hid_t d, const std::string& name, hid_t mem,
+                const std::vector<hsize_t>& start, const std::vector<hsize_t>& count, void* buf);
+/// Whether the run stores usages as float64 (dtype double) or float32.
+bool usages_double(const RunInfo& info);
+/// Chunk shapes of one replicate's spectra and usages.
+std::vector<hsize_t> spectra_chunk(int k, std::int64_t g);
+std::vector<hsize_t> usages_chunk(int k, std::int64_t n, std::size_t elem);
+/// Root attributes, /genes, /jobs of `r`.
+void write_info(const std::string& file, hid_t fid, const RunInfo& r, bool complete);
+std::vector<std::int64_t> need_ints(const std::string& file, hid_t obj, const char* name);
+/// The datasets of /k_<k> (shapes checked against `r`).
+KGroup open_kgroup(const std::string& file, hid_t fid, const RunInfo& r, int k);
+/// Create a file holding the whole schema for `r` at `where` (every replicate pending),
+/// returned open.
+h5::File build(const std::string& file, const std::filesystem::path& where, const RunInfo& r,
+               int gzip, bool complete);
+/// `in` checked and completed (ks sorted and unique, job table, provenance); InputError
+/// naming `file` and the value otherwise.
+RunInfo prepare(const RunInfo& in, const std::string& file);
+/// What differs between two runs, as (old, new) command-line text; both empty when they
+/// match (resume.cpp).
+std::pair<std::string, std::string> differences(const RunInfo& a, const RunInfo& b);
+
 /// "(3, 4)" / "(3,)".
 std::string shape_text(const std::vector<hsize_t>& d);
 

@@ -1,6 +1,6 @@
 /// \file
 /// The consensus outputs of a results file (format_version 2): update_results_file() and the
-/// readers behind ResultsReader::consensus*, k_selection (include/knmf/io/results_file.hpp,
+/// readers behind ResultsReader::consensus*, k_selection (include/knmf/results/results_file.hpp,
 /// docs/results-file.md).
 ///
 /// The durability argument: adding groups changes HDF5 metadata (symbol tables, heaps, object
@@ -27,9 +27,9 @@
 #include "knmf/core/error.hpp"
 #include "knmf/core/runtime.hpp"
 #include "knmf/io/cnmf_files.hpp"
-#include "knmf/io/results_file.hpp"
+#include "knmf/results/results_file.hpp"
 #include "knmf/io/atomic_file.hpp"
-#include "results_internal.hpp"
+#include "results/internal.hpp"
 
 namespace knmf::io {
 

@@ -1,7 +1,7 @@
 #pragma once
 /// \file
-/// A small RAII layer over the HDF5 C API (internal: only src/io includes it, since the
-/// library links HDF5 privately).
+/// A small RAII layer over the HDF5 C API (internal, not installed: src/io and src/results
+/// include it; the library links HDF5 privately and the package exports no HDF5 headers).
 ///
 /// * `Handle<Close>` owns one `hid_t` and calls the matching `H5*close` when it dies;
 ///   `File`, `Group`, `Dataset`, `Dataspace`, `Datatype`, `Attribute`, `PropList` are its

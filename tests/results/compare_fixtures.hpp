@@ -13,7 +13,7 @@
 
 #include "knmf/io/cnmf_files.hpp"
 #include "knmf/io/dataframe.hpp"
-#include "knmf/io/results_file.hpp"
+#include "knmf/results/results_file.hpp"
 #include "knmf/random/random_state.hpp"
 #include "knmf/solver/result.hpp"
 
