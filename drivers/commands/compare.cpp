@@ -8,7 +8,7 @@
 #include "command.hpp"
 #include "knmf/io/atomic_file.hpp"
 #include "knmf/core/error.hpp"
-#include "knmf/run/compare.hpp"
+#include "knmf/results/compare.hpp"
 
 namespace knmf::cli {
 

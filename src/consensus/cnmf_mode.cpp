@@ -20,19 +20,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::vector<std::string> string_labels(const std::vector<io::Label>& labels, const std::string& what) {
-  std::vector<std::string> out;
-  out.reserve(labels.size());
-  for (size_t i = 0; i < labels.size(); ++i) {
-    const auto* s = std::get_if<std::string>(&labels[i]);
-    if (s == nullptr)
-      input_error(what, ": label ", i, " is the integer ", io::label_to_string(labels[i]),
-                  ", expected a gene name");
-    out.push_back(*s);
-  }
-  return out;
-}
-
 std::vector<io::Label> to_labels(const std::vector<std::string>& v) {
   return std::vector<io::Label>(v.begin(), v.end());
 }
@@ -41,26 +28,6 @@ std::vector<io::Label> int_labels(std::int64_t first, std::int64_t count) {
   std::vector<io::Label> out;
   for (std::int64_t i = 0; i < count; ++i) out.emplace_back(first + i);
   return out;
-}
-
-/// The first position where two gene lists differ, as a message fragment.
-std::string gene_mismatch(const std::vector<std::string>& a, const std::vector<std::string>& b) {
-  std::ostringstream os;
-  if (a.size() != b.size()) {
-    os << b.size() << " genes instead of " << a.size();
-    return os.str();
-  }
-  for (size_t i = 0; i < a.size(); ++i)
-    if (a[i] != b[i]) {
-      os << "gene " << i << " is '" << b[i] << "' instead of '" << a[i] << "'";
-      return os.str();
-    }
-  return "";
-}
-
-HostRows frame_values(const io::DataFrame& df, const std::string& path) {
-  if (df.is_object()) input_error(path, ": data is an object array, expected numbers");
-  return HostRows{df.rows, df.cols, df.data};
 }
 
 std::vector<std::string> read_lines(const std::string& path) {
@@ -117,7 +84,7 @@ std::vector<int> requested_ks(const std::vector<int>& components, const std::vec
 
 void check_genes(const MergedSpectra& m, const std::vector<std::string>& genes,
                  const std::string& x_path) {
-  const std::string d = gene_mismatch(genes, m.genes);
+  const std::string d = io::gene_list_difference(genes, m.genes);
   if (!d.empty())
     input_error(m.source, ": the genes of the k = ", m.k, " spectra differ from those of ", x_path,
                 " (", d, ")");
@@ -175,7 +142,7 @@ TpmFiles open_tpm(const std::string& tpm_path, const std::string& stats_path,
     for (std::int64_t r = 0; r < stats.rows; ++r) tpm.gene_std.push_back(stats.at(r, c_std));
   }
   tf.hvgs = (!hvg_path.empty() && fs::exists(hvg_path)) ? read_lines(hvg_path) : x_genes;
-  const std::string d = gene_mismatch(x_genes, tf.hvgs);
+  const std::string d = io::gene_list_difference(x_genes, tf.hvgs);
   if (!d.empty())
     input_error(hvg_path, ": the HVG list differs from the genes of ", X.name(), " (", d, ")");
   std::unordered_map<std::string, int> pos;
@@ -288,38 +255,28 @@ MergedSpectra load_replicate_spectra(const io::CnmfPaths& paths, int k,
       input_error("k = ", k, ": no replicate spectra: neither ", paths.iter_spectra(k, mine.front().iter),
                   " (nor any other of its ", mine.size(), " replicate files) nor ", merged, " exists");
     }
-    const io::DataFrame df = io::read_df_npz(merged);
-    out.values = frame_values(df, merged);
-    out.genes = string_labels(df.columns, merged + ": columns");
-    for (size_t i = 0; i < df.index.size(); ++i) {
-      const auto* s = std::get_if<std::string>(&df.index[i]);
-      if (s == nullptr) input_error(merged, ": row label ", i, " is not iter<r>_topic<t>");
-      io::parse_merged_spectra_label(*s, merged);
-      out.row_labels.push_back(*s);
-    }
-    if (out.values.rows == 0 || out.values.rows % k != 0)
-      input_error(merged, ": ", out.values.rows, " rows is not a positive multiple of k = ", k);
+    io::CnmfMergedSpectra m = io::read_cnmf_merged_spectra(merged, k);
+    out.values = HostRows{m.frame.rows, m.frame.cols, std::move(m.frame.data)};
+    out.genes = std::move(m.genes);
+    out.row_labels = std::move(m.row_labels);
     out.source = merged;
     return out;
   }
   // combine, as `cnmf combine` does
   for (const auto& j : mine) {
     const std::string path = paths.iter_spectra(k, j.iter);
-    const io::DataFrame df = io::read_df_npz(path);
-    if (df.rows != k)
-      input_error(path, ": ", df.rows, " spectra rows, expected k = ", k);
-    auto genes = string_labels(df.columns, path + ": columns");
+    io::CnmfSpectra f = io::read_cnmf_replicate_spectra(path, k);
     if (out.genes.empty() && out.values.rows == 0) {
-      out.genes = genes;
-      out.values.cols = df.cols;
+      out.genes = f.genes;
+      out.values.cols = f.frame.cols;
     } else {
-      const std::string d = gene_mismatch(out.genes, genes);
+      const std::string d = io::gene_list_difference(out.genes, f.genes);
       if (!d.empty())
         input_error(path, ": its genes differ from those of ", paths.iter_spectra(k, mine.front().iter),
                     " (", d, ")");
     }
-    const HostRows v = frame_values(df, path);
-    out.values.values.insert(out.values.values.end(), v.values.begin(), v.values.end());
+    const std::vector<double>& v = f.frame.data;
+    out.values.values.insert(out.values.values.end(), v.begin(), v.end());
     out.values.rows += k;
     for (int t = 0; t < k; ++t)
       out.row_labels.push_back("iter" + std::to_string(j.iter) + "_topic" + std::to_string(t + 1));

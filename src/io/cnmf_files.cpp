@@ -251,6 +251,93 @@ MergedSpectraLabel parse_merged_spectra_label(const std::string& label, const st
   return m;
 }
 
+std::optional<CnmfSpectraName> parse_cnmf_spectra_name(const std::string& f) {
+  const std::string mid = ".spectra.k_";
+  const std::size_t p = f.rfind(mid);
+  if (p == std::string::npos || p == 0) return std::nullopt;
+  CnmfSpectraName out;
+  out.run = f.substr(0, p);
+  std::size_t q = p + mid.size();
+  auto number = [&](int& v) {
+    const std::size_t start = q;
+    long long x = 0;
+    while (q < f.size() && f[q] >= '0' && f[q] <= '9' && q - start < 9) x = x * 10 + (f[q++] - '0');
+    v = int(x);
+    return q > start;
+  };
+  if (!number(out.k) || out.k < 1) return std::nullopt;
+  const std::string rest = f.substr(q);
+  if (rest == ".merged.df.npz") {
+    out.iter = -1;
+    return out;
+  }
+  if (rest.rfind(".iter_", 0) != 0) return std::nullopt;
+  q += 6;
+  if (!number(out.iter) || f.substr(q) != ".df.npz") return std::nullopt;
+  return out;
+}
+
+namespace {
+CnmfSpectra read_spectra_frame(const std::string& path, const std::string& what) {
+  CnmfSpectra s;
+  s.path = path;
+  s.frame = read_df_npz(path);
+  if (s.frame.is_object()) input_error(what, path, ": data is an object array, expected numbers");
+  s.genes.reserve(s.frame.columns.size());
+  for (std::size_t j = 0; j < s.frame.columns.size(); ++j) {
+    const auto* g = std::get_if<std::string>(&s.frame.columns[j]);
+    if (g == nullptr)
+      input_error(what, path, ": column label ", j, " is the integer ",
+                  label_to_string(s.frame.columns[j]), ", expected a gene name");
+    s.genes.push_back(*g);
+  }
+  return s;
+}
+}  // namespace
+
+CnmfSpectra read_cnmf_replicate_spectra(const std::string& path, int k, const std::string& what) {
+  CnmfSpectra s = read_spectra_frame(path, what);
+  if (s.frame.rows != k) input_error(what, path, ": ", s.frame.rows, " spectra rows, expected k = ", k);
+  return s;
+}
+
+CnmfMergedSpectra read_cnmf_merged_spectra(const std::string& path, int k, const std::string& what) {
+  CnmfMergedSpectra m;
+  static_cast<CnmfSpectra&>(m) = read_spectra_frame(path, what);
+  m.k = k;
+  const DataFrame& df = m.frame;
+  if (df.rows == 0 || df.rows % k != 0)
+    input_error(what, path, ": ", df.rows, " rows is not a positive multiple of k = ", k);
+  if (df.index.size() != std::size_t(df.rows))
+    input_error(what, path, ": ", df.index.size(), " row labels for ", df.rows, " rows");
+  for (std::int64_t r = 0; r < df.rows; ++r) {
+    const auto* s = std::get_if<std::string>(&df.index[std::size_t(r)]);
+    if (s == nullptr) input_error(what, path, ": row label ", r, " is not of the form iter<r>_topic<t>");
+    const MergedSpectraLabel l = parse_merged_spectra_label(*s, what + path);
+    if (l.topic > k)
+      input_error(what, path, ": row label '", *s, "' names topic ", l.topic, " > k = ", k);
+    auto& rows = m.rows[l.iter];
+    if (rows.empty()) rows.assign(std::size_t(k), -1);
+    if (rows[std::size_t(l.topic - 1)] >= 0)
+      input_error(what, path, ": row label '", *s, "' appears twice");
+    rows[std::size_t(l.topic - 1)] = r;
+    m.row_labels.push_back(*s);
+  }
+  for (const auto& [iter, rows] : m.rows)
+    for (int t = 0; t < k; ++t)
+      if (rows[std::size_t(t)] < 0)
+        input_error(what, path, ": replicate ", iter, " lacks row iter", iter, "_topic", t + 1,
+                    " (k = ", k, ")");
+  return m;
+}
+
+std::string gene_list_difference(const std::vector<std::string>& a, const std::vector<std::string>& b) {
+  if (a.size() != b.size()) return std::to_string(b.size()) + " genes instead of " + std::to_string(a.size());
+  for (std::size_t i = 0; i < a.size(); ++i)
+    if (a[i] != b[i]) return "gene " + std::to_string(i) + " is '" + b[i] + "' instead of '" + a[i] + "'";
+  return "";
+}
+
 void write_cnmf_spectra(const std::string& path, const double* H_row_major, int k, std::int64_t g,
                         const std::vector<std::string>& gene_names) {
   if (k < 1 || g < 0) input_error(path, ": invalid spectra shape ", k, " x ", g);

@@ -140,17 +140,16 @@ public:
     std::error_code ec;
     for (const auto& e : fs::directory_iterator(tmp, ec)) {
       const std::string f = e.path().filename().string();
-      int k = 0, iter = -1;
-      std::string run;
-      if (!parse_spectra_name(f, run, k, iter)) continue;
-      if (run != name) {
-        other_names.insert(run);
+      const auto sn = io::parse_cnmf_spectra_name(f);
+      if (!sn) continue;
+      if (sn->run != name) {
+        other_names.insert(sn->run);
         continue;
       }
-      if (iter >= 0)
-        per_job[k].insert(iter);
+      if (sn->iter >= 0)
+        per_job[sn->k].insert(sn->iter);
       else
-        merged.insert(k);
+        merged.insert(sn->k);
     }
     if (ec) input_error(label, ": cannot list ", tmp.string(), ": ", ec.message());
     if (per_job.empty() && merged.empty()) {
@@ -183,7 +182,7 @@ public:
     for (const auto& [k, iters] : per_job) {
       from_files.push_back(k);
       for (int it : iters) jobs[{k, it}] = meta(k, it);
-      if (genes.empty()) genes = read_genes(file_iter(k, *iters.begin()));
+      if (genes.empty()) genes = io::read_cnmf_replicate_spectra(file_iter(k, *iters.begin()), k, prefix()).genes;
     }
     for (int k : merged) {
       if (per_job.count(k)) continue;  // the replicate files win
@@ -209,10 +208,9 @@ public:
   std::vector<double> spectra(int k, int iter) override {
     const size_t g = genes.size();
     if (!merged_ks_.count(k)) {
-      const std::string file = file_iter(k, iter);
-      const io::DataFrame df = io::read_df_npz(file);
-      check_frame(df, file, k);
-      return df.data;
+      const io::CnmfSpectra f = io::read_cnmf_replicate_spectra(file_iter(k, iter), k, prefix());
+      check_genes(f);
+      return f.frame.data;
     }
     if (!cache_ || cache_->k != k) cache_ = std::make_unique<MergedK>(read_merged(k));
     const auto it = cache_->rows.find(iter);
@@ -220,105 +218,32 @@ public:
     std::vector<double> out(size_t(k) * g);
     for (int t = 0; t < k; ++t) {
       const std::int64_t row = it->second[size_t(t)];
-      std::copy_n(cache_->df.data.begin() + std::ptrdiff_t(size_t(row) * g), g,
+      std::copy_n(cache_->frame.data.begin() + std::ptrdiff_t(size_t(row) * g), g,
                   out.begin() + std::ptrdiff_t(size_t(t) * g));
     }
     return out;
   }
 
 private:
-  struct MergedK {
-    int k = 0;
-    io::DataFrame df;
-    std::map<int, std::vector<std::int64_t>> rows;  ///< iter -> frame row of topic 1..k
-  };
+  using MergedK = io::CnmfMergedSpectra;
 
   static std::string lower(std::string s) {
     for (char& c : s) c = char(std::tolower(static_cast<unsigned char>(c)));
     return s;
   }
 
-  /// `RUN.spectra.k_K.iter_R.df.npz` (iter = R) or `RUN.spectra.k_K.merged.df.npz` (iter = -1).
-  static bool parse_spectra_name(const std::string& f, std::string& run, int& k, int& iter) {
-    const std::string mid = ".spectra.k_";
-    const size_t p = f.rfind(mid);
-    if (p == std::string::npos || p == 0) return false;
-    run = f.substr(0, p);
-    size_t q = p + mid.size();
-    auto number = [&](int& v) {
-      const size_t start = q;
-      long long x = 0;
-      while (q < f.size() && std::isdigit(static_cast<unsigned char>(f[q])) && q - start < 9)
-        x = x * 10 + (f[q++] - '0');
-      v = int(x);
-      return q > start;
-    };
-    if (!number(k)) return false;
-    const std::string rest = f.substr(q);
-    if (rest == ".merged.df.npz") {
-      iter = -1;
-      return k >= 1;
-    }
-    if (rest.rfind(".iter_", 0) != 0) return false;
-    q += 6;
-    if (!number(iter)) return false;
-    return f.substr(q) == ".df.npz" && k >= 1;
-  }
+  std::string prefix() const { return label_ + ": "; }
 
-  std::vector<std::string> frame_genes(const io::DataFrame& df, const std::string& file) const {
-    std::vector<std::string> out;
-    out.reserve(df.columns.size());
-    for (size_t j = 0; j < df.columns.size(); ++j) {
-      const auto* s = std::get_if<std::string>(&df.columns[j]);
-      if (s == nullptr)
-        input_error(label_, ": ", file, ": column label ", j, " is the integer ",
-                    io::label_to_string(df.columns[j]), ", expected a gene name");
-      out.push_back(*s);
-    }
-    return out;
-  }
-
-  std::vector<std::string> read_genes(const std::string& file) const {
-    return frame_genes(io::read_df_npz(file), file);
-  }
-
-  /// Numeric frame of `rows` rows (0: any multiple of k) whose columns are this side's genes.
-  void check_frame(const io::DataFrame& df, const std::string& file, int k,
-                   bool merged = false) const {
-    if (df.is_object()) input_error(label_, ": ", file, ": data is an object array, expected numbers");
-    if (!merged && df.rows != k)
-      input_error(label_, ": ", file, ": ", df.rows, " spectra rows, expected k = ", k);
-    if (frame_genes(df, file) != genes)
-      input_error(label_, ": ", file, ": its genes differ from those of the run's other spectra files");
+  /// Every spectra file of a run has the genes of its first one.
+  void check_genes(const io::CnmfSpectra& f) const {
+    if (f.genes != genes)
+      input_error(label_, ": ", f.path, ": its genes differ from those of the run's other spectra files");
   }
 
   MergedK read_merged(int k) {
-    const std::string file = tmp_file(names_.merged_spectra(k));
-    MergedK m;
-    m.k = k;
-    m.df = io::read_df_npz(file);
-    if (genes.empty()) genes = frame_genes(m.df, file);
-    check_frame(m.df, file, k, true);
-    if (m.df.index.size() != size_t(m.df.rows))
-      input_error(label_, ": ", file, ": ", m.df.index.size(), " row labels for ", m.df.rows, " rows");
-    for (std::int64_t r = 0; r < m.df.rows; ++r) {
-      const auto* s = std::get_if<std::string>(&m.df.index[size_t(r)]);
-      if (s == nullptr)
-        input_error(label_, ": ", file, ": row label ", r, " is not of the form iter<r>_topic<t>");
-      const io::MergedSpectraLabel l = io::parse_merged_spectra_label(*s, label_ + ": " + file);
-      if (l.topic > k)
-        input_error(label_, ": ", file, ": row label '", *s, "' names topic ", l.topic, " > k = ", k);
-      auto& rows = m.rows[l.iter];
-      if (rows.empty()) rows.assign(size_t(k), -1);
-      if (rows[size_t(l.topic - 1)] >= 0)
-        input_error(label_, ": ", file, ": row label '", *s, "' appears twice");
-      rows[size_t(l.topic - 1)] = r;
-    }
-    for (const auto& [iter, rows] : m.rows)
-      for (int t = 0; t < k; ++t)
-        if (rows[size_t(t)] < 0)
-          input_error(label_, ": ", file, ": replicate ", iter, " lacks row iter", iter, "_topic",
-                      t + 1, " (k = ", k, ")");
+    MergedK m = io::read_cnmf_merged_spectra(tmp_file(names_.merged_spectra(k)), k, prefix());
+    if (genes.empty()) genes = m.genes;
+    check_genes(m);
     return m;
   }
 

@@ -5,9 +5,12 @@
 /// the per-replicate spectra files that `cnmf factorize` writes and `cnmf combine` reads.
 
 #include <cstdint>
+#include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "knmf/io/dataframe.hpp"
 #include "knmf/random/random_state.hpp"
 
 namespace knmf::io {
@@ -132,6 +135,44 @@ struct MergedSpectraLabel {
 /// Parse `iter<r>_topic<t>`; InputError (prefixed with `what`) for anything else.
 /// Read merged spectra themselves with read_df_npz (knmf/io/dataframe.hpp).
 MergedSpectraLabel parse_merged_spectra_label(const std::string& label, const std::string& what);
+
+// ---- reading a cNMF run's replicate spectra (consensus and compare share these) ----------
+
+/// What a file name in cnmf_tmp says: `RUN.spectra.k_K.iter_R.df.npz` (iter = R) or
+/// `RUN.spectra.k_K.merged.df.npz` (iter = -1).
+struct CnmfSpectraName {
+  std::string run;
+  int k = 0;
+  int iter = -1;
+};
+/// The spectra file a name denotes, or nothing for any other file name.
+std::optional<CnmfSpectraName> parse_cnmf_spectra_name(const std::string& filename);
+
+/// Spectra frames of a cNMF run, checked as they are read: numbers (not objects), string
+/// gene labels, and the shape cNMF writes. Every message starts with `what` (a prefix such as
+/// "A: ", may be empty) and the file name.
+struct CnmfSpectra {
+  std::string path;
+  DataFrame frame;                 ///< as read: data row-major, rows x genes
+  std::vector<std::string> genes;  ///< the column labels
+};
+
+/// One replicate's spectra `RUN.spectra.k_K.iter_R.df.npz`: exactly k rows.
+CnmfSpectra read_cnmf_replicate_spectra(const std::string& path, int k, const std::string& what = "");
+
+/// The merged spectra of k `RUN.spectra.k_K.merged.df.npz` that `cnmf combine` writes: row
+/// labels `iter<r>_topic<t>`, every replicate with each of its topics 1..k once.
+struct CnmfMergedSpectra : CnmfSpectra {
+  int k = 0;
+  std::vector<std::string> row_labels;  ///< in frame order
+  /// replicate iter -> frame rows of its topics 1..k
+  std::map<int, std::vector<std::int64_t>> rows;
+};
+CnmfMergedSpectra read_cnmf_merged_spectra(const std::string& path, int k, const std::string& what = "");
+
+/// The first place where gene list `b` differs from `a` ("gene 3 is 'X' instead of 'Y'",
+/// "5 genes instead of 4"); empty when they are equal.
+std::string gene_list_difference(const std::vector<std::string>& a, const std::vector<std::string>& b);
 
 /// Write one replicate's spectra as `cnmf factorize` does: `data` float64 k x g (H, row-major),
 /// `index` int64 1..k, `columns` the gene names. Atomic (temporary file + rename), so a file
