@@ -178,6 +178,72 @@ TEST(CnmfFiles, WrittenSpectraReadBackExactly) {
   KNMF_EXPECT_INPUT_ERROR(knmf::io::write_cnmf_spectra(path, h.data(), k, 4, genes), path, "5 gene names for 4 genes");
 }
 
+TEST(CnmfFiles, SpectraFileNames) {
+  const auto a = knmf::io::parse_cnmf_spectra_name("pbmcA.spectra.k_7.iter_13.df.npz");
+  ASSERT_TRUE(a.has_value());
+  EXPECT_EQ(a->run, "pbmcA");
+  EXPECT_EQ(a->k, 7);
+  EXPECT_EQ(a->iter, 13);
+  const auto m = knmf::io::parse_cnmf_spectra_name("my.run.spectra.k_12.merged.df.npz");
+  ASSERT_TRUE(m.has_value());
+  EXPECT_EQ(m->run, "my.run");
+  EXPECT_EQ(m->k, 12);
+  EXPECT_EQ(m->iter, -1);
+  for (const char* other : {"pbmcA.usages.k_7.iter_1.df.npz", "pbmcA.spectra.k_0.iter_1.df.npz",
+                            ".spectra.k_7.iter_1.df.npz", "pbmcA.spectra.k_7.iter_.df.npz",
+                            "pbmcA.spectra.k_7.iter_1.df.npz.tmp", "pbmcA.spectra.k_7.dt_0_5.consensus.df.npz"})
+    EXPECT_FALSE(knmf::io::parse_cnmf_spectra_name(other).has_value()) << other;
+}
+
+TEST(CnmfFiles, ReplicateAndMergedSpectraAreChecked) {
+  knmf::test::TempDir dir("knmf-cnmf");
+  const knmf::io::CnmfPaths paths(dir.path().string(), "run");
+  std::filesystem::create_directories(paths.tmp_dir());
+  const int k = 2, g = 3;
+  const std::vector<std::string> genes = {"A", "B", "C"};
+  const auto h = spectra_values(k, g);
+  const auto one = paths.iter_spectra(k, 0);
+  knmf::io::write_cnmf_spectra(one, h.data(), k, g, genes);
+  const auto r = knmf::io::read_cnmf_replicate_spectra(one, k, "A: ");
+  EXPECT_EQ(r.genes, genes);
+  EXPECT_EQ(r.frame.data, h);
+  KNMF_EXPECT_INPUT_ERROR(knmf::io::read_cnmf_replicate_spectra(one, 3, "A: "), "A: ", one,
+                          "2 spectra rows, expected k = 3");
+
+  // a merged frame of two replicates, rows out of order; then broken variants
+  auto merged = [&](std::vector<std::string> labels) {
+    knmf::io::DataFrame df;
+    df.rows = std::int64_t(labels.size());
+    df.cols = g;
+    df.data.assign(std::size_t(df.rows * g), 0.5);
+    for (auto& l : labels) df.index.emplace_back(l);
+    for (auto& c : genes) df.columns.emplace_back(c);
+    knmf::io::write_df_npz(paths.merged_spectra(k), df);
+    return paths.merged_spectra(k);
+  };
+  const auto path = merged({"iter1_topic2", "iter0_topic1", "iter0_topic2", "iter1_topic1"});
+  const auto m = knmf::io::read_cnmf_merged_spectra(path, k);
+  EXPECT_EQ(m.genes, genes);
+  ASSERT_EQ(m.rows.size(), 2u);
+  EXPECT_EQ(m.rows.at(0), (std::vector<std::int64_t>{1, 2}));
+  EXPECT_EQ(m.rows.at(1), (std::vector<std::int64_t>{3, 0}));
+  EXPECT_EQ(m.row_labels.front(), "iter1_topic2");
+  KNMF_EXPECT_INPUT_ERROR(knmf::io::read_cnmf_merged_spectra(
+                              merged({"iter0_topic1", "iter0_topic1", "iter1_topic1", "iter1_topic2"}), k),
+                          path, "'iter0_topic1' appears twice");
+  KNMF_EXPECT_INPUT_ERROR(knmf::io::read_cnmf_merged_spectra(
+                              merged({"iter0_topic1", "iter0_topic2", "iter1_topic1", "iter2_topic1"}), k),
+                          path, "replicate 1 lacks row iter1_topic2");
+  KNMF_EXPECT_INPUT_ERROR(knmf::io::read_cnmf_merged_spectra(
+                              merged({"iter0_topic1", "iter0_topic3"}), k),
+                          path, "names topic 3 > k = 2");
+  KNMF_EXPECT_INPUT_ERROR(knmf::io::read_cnmf_merged_spectra(merged({"iter0_topic1"}), k), path,
+                          "1 rows is not a positive multiple of k = 2");
+  EXPECT_EQ(knmf::io::gene_list_difference(genes, {"A", "X", "C"}), "gene 1 is 'X' instead of 'B'");
+  EXPECT_EQ(knmf::io::gene_list_difference(genes, {"A"}), "1 genes instead of 3");
+  EXPECT_EQ(knmf::io::gene_list_difference(genes, genes), "");
+}
+
 TEST(CnmfFiles, CnmfCombineCanLoadOurSpectra) {
   if (!knmf::test::python_with_pandas()) GTEST_SKIP() << "/usr/bin/python3 with numpy/pandas missing";
   knmf::test::TempDir dir("knmf-cnmf");
