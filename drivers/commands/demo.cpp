@@ -123,7 +123,7 @@ public:
 
     // 4. k selection (stability and error per k)
     t = clock::now();
-    consensus::CsrRowSource source(nc, "simulation");
+    CsrRowSource source(nc, "simulation");
     consensus::ConsensusOptions copt;
     std::vector<consensus::HostRows> stacks;
     std::vector<int> kv;

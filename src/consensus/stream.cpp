@@ -2,6 +2,7 @@
 #include "consensus/detail/stream.hpp"
 
 #include "knmf/core/error.hpp"
+#include "knmf/matrix/detail/block_csc.hpp"
 
 namespace knmf::consensus::detail {
 
@@ -32,22 +33,13 @@ void DeviceBlock::upload(const io::CsrBlock<double>& b, bool csr, bool csc) {
     ensure_and_copy(space_, val, b.values, "knmf::consensus::val");
   }
   if (csc) {
-    // counting sort by column; entries of a column stay in row order
-    h_col_ptr_.assign(size_t(ncols + 1), 0);
-    for (auto c : b.cols) {
+    for (auto c : b.cols)
       if (c < 0 || c >= ncols) input_error("CSR block: column index ", c, " out of range [0, ", ncols, ")");
-      ++h_col_ptr_[size_t(c) + 1];
-    }
-    for (size_type j = 0; j < ncols; ++j) h_col_ptr_[size_t(j + 1)] += h_col_ptr_[size_t(j)];
+    h_col_ptr_.resize(size_t(ncols + 1));
     h_row_idx_.resize(static_cast<size_t>(nnz));
     h_cval_.resize(static_cast<size_t>(nnz));
-    std::vector<size_type> next(h_col_ptr_.begin(), h_col_ptr_.end() - 1);
-    for (size_type r = 0; r < rows; ++r)
-      for (size_type p = b.row_offsets[size_t(r)]; p < b.row_offsets[size_t(r + 1)]; ++p) {
-        const size_type q = next[size_t(b.cols[size_t(p)])]++;
-        h_row_idx_[size_t(q)] = r;
-        h_cval_[size_t(q)] = b.values[size_t(p)];
-      }
+    knmf::detail::csr_block_to_csc(rows, ncols, b.row_offsets.data(), b.cols.data(), b.values.data(),
+                                   size_type(0), h_col_ptr_.data(), h_row_idx_.data(), h_cval_.data());
     ensure_and_copy(space_, col_ptr, h_col_ptr_, "knmf::consensus::col_ptr");
     ensure_and_copy(space_, row_idx, h_row_idx_, "knmf::consensus::row_idx");
     ensure_and_copy(space_, cval, h_cval_, "knmf::consensus::cval");

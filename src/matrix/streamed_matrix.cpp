@@ -1,4 +1,5 @@
 #include "knmf/matrix/streamed_matrix.hpp"
+#include "knmf/matrix/detail/block_csc.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -109,17 +110,9 @@ void StreamedMatrix<T>::build_csc() {
       [&](const int b) {
         const size_type r0 = bounds_[size_t(b)], r1 = bounds_[size_t(b) + 1];
         const size_type base = row_map_(r0);
-        size_type* map = &csc_map_(size_type(b) * (g_ + 1));
-        std::fill(map, map + g_ + 1, size_type(0));
-        for (size_type p = base; p < row_map_(r1); ++p) ++map[cols_(p) + 1];
-        for (size_type j = 0; j < g_; ++j) map[j + 1] += map[j];
-        std::vector<size_type> next(map, map + g_);
-        for (size_type i = r0; i < r1; ++i)
-          for (size_type p = row_map_(i); p < row_map_(i + 1); ++p) {
-            const size_type q = base + next[size_t(cols_(p))]++;
-            csc_rows_(q) = ordinal_type(i);
-            csc_vals_(q) = vals_(p);
-          }
+        detail::csr_block_to_csc(r1 - r0, g_, &row_map_(r0), cols_.data() + base, vals_.data() + base,
+                                 r0, &csc_map_(size_type(b) * (g_ + 1)), csc_rows_.data() + base,
+                                 csc_vals_.data() + base);
       });
 }
 

@@ -20,7 +20,7 @@
 #include "knmf/consensus/clustering.hpp"
 #include "knmf/consensus/options.hpp"
 #include "knmf/consensus/refit.hpp"
-#include "knmf/consensus/row_source.hpp"
+#include "knmf/matrix/row_source.hpp"
 #include "knmf/solver/options.hpp"
 
 namespace knmf::consensus {

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "knmf/consensus/clustering.hpp"
-#include "knmf/consensus/row_source.hpp"
+#include "knmf/matrix/row_source.hpp"
 #include "knmf/core/types.hpp"
 #include "knmf/solver/options.hpp"
 #include "knmf/solver/result.hpp"

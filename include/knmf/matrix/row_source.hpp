@@ -1,8 +1,17 @@
 #pragma once
 /// \file
-/// X (or TPM) as a stream of CSR row blocks, so that consensus never holds a cells x genes
-/// matrix: every product it needs (X H^T, U^T X, column sums) is accumulated block by block
-/// on the device. A block holds at most a given number of stored entries (or one row).
+/// A matrix (X, or TPM) as a sequence of host CSR row blocks, read on each pass (from an
+/// AnnData file) or cut from a CSR matrix in memory, so that a pass over it never holds more
+/// than one block: consensus accumulates every product it needs (X H^T, U^T X, column sums)
+/// block by block on the device. A block holds at most a given number of stored entries
+/// (or one row).
+///
+/// The two streaming paths of knmf, and why there are two: this one streams from the file,
+/// host memory one block, for the passes of consensus (a few per k); StreamedMatrix
+/// (streamed_matrix.hpp) holds X in (pinned) host memory and streams it to the device on
+/// every iteration of factorize, where reading the file again per product would dominate.
+/// Both transpose a row block to CSC with the one routine of matrix/detail/block_csc.hpp, so
+/// their products see the entries in the same order.
 
 #include <functional>
 #include <memory>
@@ -12,7 +21,7 @@
 #include "knmf/core/types.hpp"
 #include "knmf/io/h5ad.hpp"
 
-namespace knmf::consensus {
+namespace knmf {
 
 /// Visitor of one row block (rows [block.row_begin, block.row_end), values as double).
 using BlockVisitor = std::function<void(const io::CsrBlock<double>&)>;
@@ -72,4 +81,4 @@ private:
   std::vector<std::string> rows_, cols_;
 };
 
-}  // namespace knmf::consensus
+}  // namespace knmf

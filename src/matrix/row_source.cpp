@@ -1,11 +1,11 @@
-// X as a stream of CSR row blocks (see knmf/consensus/row_source.hpp).
-#include "knmf/consensus/row_source.hpp"
+// A matrix as a stream of CSR row blocks (see knmf/matrix/row_source.hpp).
+#include "knmf/matrix/row_source.hpp"
 
 #include <filesystem>
 
 #include "knmf/core/error.hpp"
 
-namespace knmf::consensus {
+namespace knmf {
 
 H5adRowSource::H5adRowSource(const std::string& path)
     : name_(path), reader_(io::H5adReader::open(path)) {}
@@ -60,4 +60,4 @@ void CsrRowSource::for_each_block(size_type max_nnz, const BlockVisitor& visit) 
   }
 }
 
-}  // namespace knmf::consensus
+}  // namespace knmf
