@@ -18,7 +18,7 @@
 #include "knmf/io/cnmf_files.hpp"
 #include "knmf/io/dataframe.hpp"
 #include "knmf/results/results_file.hpp"
-#include "knmf/prepare/evaluate.hpp"
+#include "knmf/core/assignment.hpp"
 
 namespace knmf {
 
@@ -415,7 +415,7 @@ JobComparison compare_spectra(int k, std::int64_t g, const std::vector<double>& 
       }
       cos[size_t(i) * size_t(k) + size_t(j)] = c;
     }
-  r.match = prepare::hungarian_max(cos, k, k);
+  r.match = hungarian_max(cos, k, k);
   for (int i = 0; i < k; ++i) {
     const int m = r.match[size_t(i)];
     KNMF_ASSERT(m >= 0 && m < k, "square assignment leaves no row unmatched");

@@ -40,7 +40,7 @@ TEST(Hungarian, OptimalAgainstBruteForce) {
     const int rows = 1 + int(rng.below(6)), cols = 1 + int(rng.below(6));
     std::vector<double> w(size_t(rows * cols));
     for (auto& x : w) x = rng.uniform() * 2 - 1;
-    const auto a = hungarian_max(w, rows, cols);
+    const auto a = knmf::hungarian_max(w, rows, cols);
     ASSERT_EQ(a.size(), size_t(rows));
     std::vector<int> used;
     for (int c : a)
@@ -55,7 +55,7 @@ TEST(Hungarian, OptimalAgainstBruteForce) {
 // Greedy would pick (0,0) = 0.9 and then be forced into (1,1) = 0.1; optimal is 0.8 + 0.8.
 TEST(Hungarian, BeatsGreedy) {
   const std::vector<double> w = {0.9, 0.8, 0.8, 0.1};
-  EXPECT_EQ(hungarian_max(w, 2, 2), (std::vector<int>{1, 0}));
+  EXPECT_EQ(knmf::hungarian_max(w, 2, 2), (std::vector<int>{1, 0}));
 }
 
 TEST(Recovery, KnownPermutationScaleAndGeneSubset) {

@@ -16,6 +16,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "knmf/core/assignment.hpp"  // hungarian_max, the matching used here
+
 namespace knmf::prepare {
 
 struct PrepareResult;
@@ -47,9 +49,5 @@ RecoveryReport match_programs(const std::vector<double>& truth, int n_programs,
 RecoveryReport recovery(const std::vector<double>& truth, int n_programs,
                         std::int64_t n_truth_genes, const std::vector<double>& spectra,
                         int n_components, const PrepareResult& prep);
-
-/// Maximum-weight assignment of rows to columns of a rows x cols matrix (row-major):
-/// result[r] = the column assigned to row r, or -1 (when rows > cols). O(max^3).
-std::vector<int> hungarian_max(const std::vector<double>& weight, int rows, int cols);
 
 }  // namespace knmf::prepare
