@@ -14,11 +14,6 @@
 
 namespace knmf::mpi {
 
-void DistributeOptions::validate() const {
-  if (mode != "jobs" && mode != "rows" && mode != "auto")
-    input_error("--distribute '", mode, "' is invalid: expected jobs, rows or auto");
-}
-
 int local_rank(MPI_Comm comm) {
   MPI_Comm node;
   MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
@@ -385,11 +380,12 @@ FactorizeSummary run_typed(const FactorizeConfig& c0, const DistributeOptions& d
   const auto x = detail::plan_x(c, info, k_max, s, budget * size);
   const auto& choice = x.choice;
   const std::int64_t bytes_x = x.bytes_x, one = x.one;
-  std::string mode = dist.mode;
-  if (mode == "auto") mode = (size > 1 && bytes_x + one > budget) ? "rows" : "jobs";
+  Distribution mode = dist.mode;
+  if (mode == Distribution::automatic)
+    mode = (size > 1 && bytes_x + one > budget) ? Distribution::rows : Distribution::jobs;
   ExecSpace space;
   FactorizeSummary sum;
-  if (mode == "jobs") {
+  if (mode == Distribution::jobs) {
     if (bytes_x + one > budget)
       input_error("X (", x_path, ") needs ", format_bytes(double(bytes_x)),
                   " on each rank's device but only ", format_bytes(double(budget)),
@@ -421,7 +417,7 @@ FactorizeSummary run_typed(const FactorizeConfig& c0, const DistributeOptions& d
   }
   long long run = sum.jobs_run;
   MPI_Allreduce(MPI_IN_PLACE, &run, 1, MPI_LONG_LONG, MPI_SUM, comm);
-  if (mode == "jobs") sum.jobs_run = run;
+  if (mode == Distribution::jobs) sum.jobs_run = run;
   long long peak = sum.peak_device_bytes;
   MPI_Allreduce(MPI_IN_PLACE, &peak, 1, MPI_LONG_LONG, MPI_MAX, comm);
   sum.peak_device_bytes = peak;
@@ -441,8 +437,7 @@ FactorizeSummary run_factorize(const FactorizeConfig& config, const DistributeOp
   MPI_Comm_rank(comm, &rank);
   try {
     config.validate();
-    dist.validate();
-    return config.dtype == "float" ? run_typed<float>(config, dist, comm, log)
+    return config.dtype == Dtype::float32 ? run_typed<float>(config, dist, comm, log)
                                    : run_typed<double>(config, dist, comm, log);
   } catch (const std::exception& e) {
     // One rank's failure ends the whole run at once (no rank is left waiting in a collective).

@@ -44,23 +44,19 @@ void FactorizeConfig::validate() const {
     if (seed < 0 || seed > std::int64_t(0xffffffffLL))
       input_error("--seed ", seed, " is outside [0, 2^32)");
   }
-  if (format != "auto" && format != "dense" && format != "sparse")
-    input_error("--format '", format, "' is invalid: expected auto, dense or sparse");
-  if (dtype != "float" && dtype != "double")
-    input_error("--dtype '", dtype, "' is invalid: expected float or double");
   if (batch < 0) input_error("--batch ", batch, " is invalid: use a positive number or auto");
   if (device_memory_limit < 0)
     input_error("--device-memory-limit ", device_memory_limit, " is invalid: it must be >= 0");
   solver.validate();
 }
 
-FormatChoice choose_format(const std::string& requested, bool file_is_sparse, double density,
+FormatChoice choose_format(XFormat requested, bool file_is_sparse, double density,
                            std::int64_t dense_bytes, std::int64_t sparse_bytes,
                            std::int64_t budget) {
   char d[32];
   std::snprintf(d, sizeof d, "%.1f%%", 100.0 * density);
-  if (requested == "dense") return {false, "--format dense"};
-  if (requested == "sparse") return {true, "--format sparse"};
+  if (requested == XFormat::dense) return {false, "--format dense"};
+  if (requested == XFormat::sparse) return {true, "--format sparse"};
   if (dense_bytes >= budget && sparse_bytes < budget)
     return {true, std::string("dense X would not fit (") + format_bytes(double(dense_bytes)) + ")"};
   if (!file_is_sparse) return {false, "the file stores X densely"};
@@ -149,7 +145,7 @@ RunPlan plan_native(const FactorizeConfig& c, const io::H5adReader& reader, bool
   info.n_iter = c.n_iter;
   info.seed = c.seed;
   info.solver = c.solver;
-  info.dtype = c.dtype;
+  info.dtype = to_string(c.dtype);  // the results file stores the option text
   info.save_usages = c.save_usages;
   info.batch_size = c.batch;
   info.jobs = cnmf_job_table(c.ks, c.n_iter, c.seed);
@@ -275,7 +271,7 @@ void log_header(const FactorizeConfig& c, const RunPlan& plan, const io::H5adInf
       << " genes, " << (info.format == io::StorageFormat::Dense ? "dense" : "sparse") << "); "
       << plan.jobs.size() << " job(s) to run, " << plan.skipped << " already complete; solver "
       << to_string(plan.solver.solver) << ", tol " << plan.solver.tol << ", max_iter "
-      << plan.solver.max_iter << ", " << c.dtype << "\n";
+      << plan.solver.max_iter << ", " << to_string(c.dtype) << "\n";
 }
 
 namespace {
@@ -360,7 +356,7 @@ FactorizeSummary run_typed(const FactorizeConfig& c, std::ostream& log) {
 
 FactorizeSummary run_factorize(const FactorizeConfig& config, std::ostream& log) {
   config.validate();
-  return config.dtype == "float" ? detail::run_typed<float>(config, log)
+  return config.dtype == Dtype::float32 ? detail::run_typed<float>(config, log)
                                  : detail::run_typed<double>(config, log);
 }
 

@@ -16,15 +16,14 @@
 #include <iosfwd>
 #include <string>
 
+#include "knmf/core/options.hpp"
 #include "knmf/run/factorize.hpp"
 
 namespace knmf::mpi {
 
 struct DistributeOptions {
-  std::string mode = "jobs";  ///< jobs | rows | auto
+  Distribution mode = Distribution::jobs;  ///< --distribute jobs|rows|auto
   bool static_split = false;  ///< jobs mode: job i runs on rank i % size, no requests
-  /// Throws InputError for an unknown mode.
-  void validate() const;
 };
 
 /// Collective over `comm`. On an error in any rank: prints it and MPI_Abort()s (never hangs).
