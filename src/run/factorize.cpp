@@ -145,7 +145,7 @@ RunPlan plan_native(const FactorizeConfig& c, const io::H5adReader& reader, bool
   info.n_iter = c.n_iter;
   info.seed = c.seed;
   info.solver = c.solver;
-  info.dtype = to_string(c.dtype);  // the results file stores the option text
+  info.dtype = c.dtype;
   info.save_usages = c.save_usages;
   info.batch_size = c.batch;
   info.jobs = cnmf_job_table(c.ks, c.n_iter, c.seed);
