@@ -9,6 +9,7 @@
 #include "knmf/mpi/run.hpp"
 #endif
 #include "knmf/core/error.hpp"
+#include "knmf/core/options.hpp"
 #include "knmf/run/factorize.hpp"
 #include "options.hpp"
 
@@ -42,8 +43,8 @@ public:
     g2->add_flag("--save-usages", c_.save_usages, "also store each replicate's usages W");
     numeric_ = sub_->add_option_group("solver");
     add_solver_flags(*numeric_, c_.solver, flags_, true);
-    sub_->add_option("--dtype", c_.dtype, "compute type: float or double")->capture_default_str();
-    sub_->add_option("--format", c_.format,
+    sub_->add_option("--dtype", dtype_, "compute type: float or double")->capture_default_str();
+    sub_->add_option("--format", format_,
                      "X on the device: auto (by density and memory), dense or sparse")
         ->capture_default_str();
     sub_->add_option("--batch", batch_, "replicates per batch: N or auto (memory model)")
@@ -53,7 +54,7 @@ public:
     sub_->add_flag("--quiet", c_.quiet, "no progress output");
 #if KNMF_HAVE_MPI
     auto* g3 = sub_->add_option_group("MPI", "under mpirun/srun: one rank per device");
-    g3->add_option("--distribute", dist_.mode,
+    g3->add_option("--distribute", distribute_,
                    "jobs (every rank reads X, takes jobs from rank 0), rows (X partitioned by "
                    "rows, all ranks on every job) or auto (rows when X does not fit one device)")
         ->capture_default_str();
@@ -64,6 +65,8 @@ public:
   }
 
   int run() override {
+    c_.dtype = parse_dtype(dtype_);
+    c_.format = parse_x_format(format_);
     c_.solver_set = flags_.apply(c_.solver);
     c_.batch = parse_batch(batch_);
     if (!memory_limit_.empty())
@@ -75,6 +78,7 @@ public:
           input_error(opt, " cannot be used in cNMF mode: the run's values come from ",
                       c_.name, ".nmf_idvrun_params.yaml (edit it, or use native mode)");
 #if KNMF_HAVE_MPI
+    dist_.mode = parse_distribution(distribute_);
     if (world_size() > 1 || sub_->count("--distribute") > 0 || dist_.static_split) {
       mpi::run_factorize(c_, dist_, MPI_COMM_WORLD, std::cerr);
       return 0;
@@ -89,10 +93,14 @@ private:
   CLI::Option_group* numeric_ = nullptr;
   FactorizeConfig c_;
   SolverFlags flags_;
+  // the choice options as typed (parsed into c_ and dist_ by run())
+  std::string dtype_ = to_string(FactorizeConfig{}.dtype);
+  std::string format_ = to_string(FactorizeConfig{}.format);
   std::string batch_ = "auto";
   std::string memory_limit_;
 #if KNMF_HAVE_MPI
   mpi::DistributeOptions dist_;
+  std::string distribute_ = to_string(mpi::DistributeOptions{}.mode);
 #endif
 };
 

@@ -46,12 +46,7 @@ DistributedMatrix<Inner>::DistributedMatrix(MPI_Comm comm, Inner local, size_typ
   stats_.count = count;
 }
 
-namespace {
-/// Every rank's share of the rows, balanced by stored entries (from indptr).
-std::pair<size_type, size_type> my_rows(MPI_Comm comm, const io::H5adReader& reader) {
-  int rank = 0, size = 1;
-  MPI_Comm_rank(comm, &rank);
-  MPI_Comm_size(comm, &size);
+std::vector<std::pair<size_type, size_type>> row_blocks(const io::H5adReader& reader, int size) {
   const size_type n = reader.info().n_obs;
   std::vector<size_type> prefix(size_t(n) + 1, 0);
   if (reader.info().format == io::StorageFormat::Dense) {
@@ -62,7 +57,18 @@ std::pair<size_type, size_type> my_rows(MPI_Comm comm, const io::H5adReader& rea
       for (size_t i = 0; i < c.size(); ++i) prefix[size_t(a) + i + 1] = prefix[size_t(a) + i] + c[i];
     }
   }
-  return balanced_rows(prefix, rank, size);
+  std::vector<std::pair<size_type, size_type>> blocks;
+  for (int r = 0; r < size; ++r) blocks.push_back(balanced_rows(prefix, r, size));
+  return blocks;
+}
+
+namespace {
+/// This rank's share of the rows.
+std::pair<size_type, size_type> my_rows(MPI_Comm comm, const io::H5adReader& reader) {
+  int rank = 0, size = 1;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &size);
+  return row_blocks(reader, size)[size_t(rank)];
 }
 }  // namespace
 

@@ -1,23 +1,19 @@
-// knmf factorize over MPI: job distribution (dynamic or static) and row partition.
-#include "distributed_detail.hpp"  // before the solver templates (see nmf_impl.hpp)
-
+// knmf factorize over MPI: the run of src/run/factorize_detail.hpp with the MPI parts: the
+// plan made on rank 0 and broadcast, job distribution (dynamic or static) or a row partition.
 #include <algorithm>
 #include <cstring>
 #include <deque>
+#include <exception>
 #include <iostream>
 #include <type_traits>
 
 #include "knmf/core/error.hpp"
 #include "knmf/matrix/load.hpp"
+#include "knmf/mpi/distributed.hpp"
 #include "knmf/mpi/run.hpp"
 #include "run/factorize_detail.hpp"
 
 namespace knmf::mpi {
-
-void DistributeOptions::validate() const {
-  if (mode != "jobs" && mode != "rows" && mode != "auto")
-    input_error("--distribute '", mode, "' is invalid: expected jobs, rows or auto");
-}
 
 int local_rank(MPI_Comm comm) {
   MPI_Comm node;
@@ -31,8 +27,10 @@ int local_rank(MPI_Comm comm) {
 namespace {
 
 using detail::JobChannel;
+using detail::Placement;
 using detail::Progress;
 using detail::ResultStore;
+using detail::RunContext;
 using detail::RunPlan;
 
 enum Tag : int { kRequest = 101, kJobs = 102, kResult = 103, kDone = 104 };
@@ -108,6 +106,13 @@ template <class Pod>
 void bcast_pod(MPI_Comm comm, Pod& p) {
   static_assert(std::is_trivially_copyable_v<Pod>);
   MPI_Bcast(&p, int(sizeof(Pod)), MPI_BYTE, kRoot, comm);
+}
+
+void bcast_string(MPI_Comm comm, std::string& s) {
+  long long n = (long long)s.size();
+  MPI_Bcast(&n, 1, MPI_LONG_LONG, kRoot, comm);
+  s.resize(size_t(n));
+  MPI_Bcast(s.data(), int(n), MPI_CHAR, kRoot, comm);
 }
 
 // ------------------------------------------------------------------ channels
@@ -326,112 +331,151 @@ private:
   std::int64_t done_ = 0;
 };
 
-// ------------------------------------------------------------------- the run
-template <class T>
-FactorizeSummary run_typed(const FactorizeConfig& c0, const DistributeOptions& dist, MPI_Comm comm,
-                           std::ostream& log) {
-  const auto t0 = std::chrono::steady_clock::now();
-  int rank, size;
-  MPI_Comm_rank(comm, &rank);
-  MPI_Comm_size(comm, &size);
-  FactorizeConfig c = c0;
-  if (rank != kRoot) {
-    c.quiet = true;
-    c.log_json.clear();
+// ------------------------------------------------------------------- the parts
+/// The MPI parts of the one run (see src/run/factorize_detail.hpp): rank 0 plans and the
+/// plan is broadcast; X is whole on every rank (job distribution through JobsChannel) or
+/// partitioned by rows (RowsChannel).
+class MpiParts {
+public:
+  MpiParts(MPI_Comm comm, const DistributeOptions& dist) : comm_(comm), dist_(dist) {
+    MPI_Comm_rank(comm, &rank_);
+    MPI_Comm_size(comm, &size_);
   }
-  // Rank 0 plans (it alone touches the results file and cleans up temporaries); the others
-  // receive the pending jobs and the solver options.
-  RunPlan plan;
-  std::string x_path;
-  if (c.cnmf_mode()) {
-    if (rank == kRoot) plan = detail::plan_cnmf(c);
-    x_path = io::CnmfPaths(c.output_dir, c.name).normalized_counts();
-    plan.paths = io::CnmfPaths(c.output_dir, c.name);
-  } else {
-    x_path = c.input;
-  }
-  MPI_Barrier(comm);  // rank 0's checks passed (an error there aborts everyone)
-  auto reader = io::H5adReader::open(x_path);
-  if (!c.cnmf_mode()) {
-    plan = detail::plan_native(c, reader, rank == kRoot);
-  }
-  plan.x_path = x_path;
-  bcast_jobs(comm, plan.jobs);
-  SolverOptions solver = plan.solver;
-  bcast_pod(comm, solver);
-  plan.solver = solver;
-  long long counts[2] = {plan.total, plan.skipped};
-  MPI_Bcast(counts, 2, MPI_LONG_LONG, kRoot, comm);
-  plan.total = counts[0];
-  plan.skipped = counts[1];
-  const auto& info = reader.info();
-  detail::log_header(c, plan, info, log);
-  if (plan.jobs.empty()) {
-    if (plan.results) plan.results->finish();
-    if (!c.quiet) log << "knmf factorize: nothing to do\n";
-    FactorizeSummary s;
-    s.jobs_total = plan.total;
-    s.jobs_skipped = plan.skipped;
-    return s;
-  }
-  ResultStore store(c, plan, reader.var_names());
-  Progress progress(std::int64_t(plan.jobs.size()), c.progress_seconds, c.quiet, log);
 
-  const int s = int(sizeof(T));
-  const std::int64_t budget = detail::run_budget(c);
-  int k_max = 1;
-  for (const auto& j : plan.jobs) k_max = std::max(k_max, j.k);
-  // (the row partition divides X over the ranks: plan with a single rank's share)
-  const auto x = detail::plan_x(c, info, k_max, s, budget * size);
-  const auto& choice = x.choice;
-  const std::int64_t bytes_x = x.bytes_x, one = x.one;
-  std::string mode = dist.mode;
-  if (mode == "auto") mode = (size > 1 && bytes_x + one > budget) ? "rows" : "jobs";
-  ExecSpace space;
-  FactorizeSummary sum;
-  if (mode == "jobs") {
-    if (bytes_x + one > budget)
-      input_error("X (", x_path, ") needs ", format_bytes(double(bytes_x)),
-                  " on each rank's device but only ", format_bytes(double(budget)),
-                  " are available: use --distribute rows (or auto)");
-    if (!c.quiet)
-      log << "plan: " << size << " rank(s), job distribution ("
-          << (dist.static_split ? "static modulo split" : "dynamic, from rank 0")
-          << "); X on every device as " << (choice.sparse ? "sparse CSR + CSC" : "dense") << " ("
-          << choice.reason << "), " << format_bytes(double(bytes_x)) << "\n";
-    JobsChannel channel(comm, plan.jobs, dist.static_split, !c.cnmf_mode(), &store, &progress);
-    if (choice.sparse)
-      sum = detail::run_jobs(c, plan, channel, &store, load_csr<T>(space, reader), budget, bytes_x, t0, log);
-    else
-      sum = detail::run_jobs(c, plan, channel, &store, load_dense<T>(space, reader), budget, bytes_x, t0, log);
-  } else {
-    if (!c.quiet)
-      log << "plan: " << size << " rank(s), X partitioned by rows ("
-          << (choice.sparse ? "sparse" : "dense") << ", " << format_bytes(double(bytes_x))
-          << " in all); W^T X and W^T W allreduced every iteration\n";
-    auto run_rows = [&](const auto& X) {
-      RowsChannel channel(comm, plan.jobs, X.rows(), &store, &progress);
-      channel.set_gather(plan.solver.return_W, X.global_rows());
-      return detail::run_jobs(c, plan, channel, &store, X, budget, bytes_x / size, t0, log);
-    };
-    if (choice.sparse)
-      sum = run_rows(load_distributed_csr<T>(comm, space, reader));
-    else
-      sum = run_rows(load_distributed_dense<T>(comm, space, reader));
+  int ranks() const { return size_; }
+
+  /// The smallest budget of the ranks: every rank makes the same placement and batch plans
+  /// (the row partition runs the same batches on every rank).
+  std::int64_t budget(std::int64_t own) {
+    long long b = own;
+    MPI_Allreduce(MPI_IN_PLACE, &b, 1, MPI_LONG_LONG, MPI_MIN, comm_);
+    return std::int64_t(b);
   }
-  long long run = sum.jobs_run;
-  MPI_Allreduce(MPI_IN_PLACE, &run, 1, MPI_LONG_LONG, MPI_SUM, comm);
-  if (mode == "jobs") sum.jobs_run = run;
-  long long peak = sum.peak_device_bytes;
-  MPI_Allreduce(MPI_IN_PLACE, &peak, 1, MPI_LONG_LONG, MPI_MAX, comm);
-  sum.peak_device_bytes = peak;
-  if (store.finish() && !c.quiet) log << "knmf factorize: " << c.results << " is complete\n";
-  if (!c.quiet)
-    log << "knmf factorize: " << sum.jobs_run << " job(s) on " << size << " rank(s) in "
-        << detail::format_seconds(sum.seconds) << ", peak device memory per rank "
-        << format_bytes(double(sum.peak_device_bytes)) << "\n";
-  return sum;
-}
+
+  /// Rank 0 plans (it alone cleans up temporaries and touches the results file); the others
+  /// receive the pending jobs, the solver options and the counts.
+  template <class F>
+  void share_plan(RunPlan& plan, const FactorizeConfig& c, F&& make) {
+    std::exception_ptr failure;
+    std::string message;
+    if (rank_ == kRoot) {
+      try {
+        make();
+      } catch (const std::exception& e) {
+        failure = std::current_exception();
+        message = e.what();
+      } catch (...) {
+        failure = std::current_exception();
+        message = "unknown error";
+      }
+    }
+    int failed = failure ? 1 : 0;
+    MPI_Bcast(&failed, 1, MPI_INT, kRoot, comm_);
+    if (failed) {
+      // every rank fails with it; the caller reports it once (rank 0), no rank aborts
+      bcast_string(comm_, message);
+      failed_together_ = true;
+      if (failure) std::rethrow_exception(failure);
+      throw InputError(message);
+    }
+    if (rank_ != kRoot) {
+      if (c.cnmf_mode()) {
+        plan.paths = io::CnmfPaths(c.output_dir, c.name);
+        plan.x_path = plan.paths.normalized_counts();
+      } else {
+        plan.x_path = c.input;
+      }
+    }
+    bcast_jobs(comm_, plan.jobs);
+    SolverOptions solver = plan.solver;
+    bcast_pod(comm_, solver);
+    plan.solver = solver;
+    long long counts[2] = {plan.total, plan.skipped};
+    MPI_Bcast(counts, 2, MPI_LONG_LONG, kRoot, comm_);
+    plan.total = counts[0];
+    plan.skipped = counts[1];
+  }
+
+  /// jobs: the whole X on every rank's device, in device memory (no streaming: a rank that
+  /// cannot hold X is told to use the row partition). rows: X divided over the ranks. auto:
+  /// rows when there are several ranks and X does not fit one device next to a replicate.
+  Placement place(const FactorizeConfig& c, const io::H5adReader& reader, int k, int s,
+                  std::int64_t budget) const {
+    const auto& info = reader.info();
+    Distribution mode = dist_.mode;
+    detail::XPlan all;
+    if (mode != Distribution::jobs) {
+      // the row partition divides X over the ranks: plan with a single rank's share
+      all = detail::plan_x(c, info, k, s, budget * size_);
+      if (mode == Distribution::automatic)
+        mode = (size_ > 1 && all.bytes_x + all.one > budget) ? Distribution::rows
+                                                               : Distribution::jobs;
+    }
+    if (mode == Distribution::jobs) {
+      Placement p = detail::place_whole_x(c, info, k, s, budget);
+      if (!p.x.in_core)
+        input_error("X (", reader.path().string(), ") needs ", format_bytes(double(p.x.bytes_x)),
+                    " on each rank's device but only ", format_bytes(double(budget)),
+                    " are available: use --distribute rows (or auto)");
+      return p;
+    }
+    Placement p;
+    p.x = all;
+    p.rows = true;
+    for (const auto& [r0, r1] : row_blocks(reader, size_)) p.device_rows = std::max(p.device_rows, r1 - r0);
+    p.device_x_bytes = all.bytes_x / size_;
+    return p;
+  }
+
+  template <class T, class F>
+  FactorizeSummary run_on_x(const RunContext& run, const Placement& where, F&& f) {
+    const auto& c = run.config;
+    rows_ = where.rows;
+    if (!where.rows) {
+      JobsChannel channel(comm_, run.plan.jobs, dist_.static_split, !c.cnmf_mode(), &run.store,
+                          &run.progress);
+      const std::string who = std::to_string(size_) + " rank(s), job distribution (" +
+                              (dist_.static_split ? "static modulo split" : "dynamic, from rank 0") +
+                              "); ";
+      return detail::with_whole_x<T>(run, where, who, [&](const auto& X, std::int64_t bytes_x) {
+        return f(X, bytes_x, channel);
+      });
+    }
+    const auto& choice = where.x.choice;
+    if (!c.quiet)
+      run.log << "plan: " << size_ << " rank(s), X partitioned by rows ("
+              << (choice.sparse ? "sparse" : "dense") << ", " << format_bytes(double(where.x.bytes_x))
+              << " in all); W^T X and W^T W allreduced every iteration\n";
+    ExecSpace space;
+    auto on_rows = [&](const auto& X) {
+      RowsChannel channel(comm_, run.plan.jobs, X.rows(), &run.store, &run.progress);
+      channel.set_gather(run.plan.solver.return_W, X.global_rows());
+      return f(X, where.device_x_bytes, channel);
+    };
+    if (choice.sparse) return on_rows(load_distributed_csr<T>(comm_, space, run.reader));
+    return on_rows(load_distributed_dense<T>(comm_, space, run.reader));
+  }
+
+  /// Job distribution: the jobs of all ranks; the peak of the rank that used the most.
+  void reduce(FactorizeSummary& sum) {
+    long long run = sum.jobs_run;
+    MPI_Allreduce(MPI_IN_PLACE, &run, 1, MPI_LONG_LONG, MPI_SUM, comm_);
+    if (!rows_) sum.jobs_run = run;
+    long long peak = sum.peak_device_bytes;
+    MPI_Allreduce(MPI_IN_PLACE, &peak, 1, MPI_LONG_LONG, MPI_MAX, comm_);
+    sum.peak_device_bytes = peak;
+  }
+
+  /// Whether the error being thrown is every rank's (the plan failed).
+  bool failed_together() const { return failed_together_; }
+
+private:
+  MPI_Comm comm_;
+  DistributeOptions dist_;
+  int rank_ = 0, size_ = 1;
+  bool rows_ = false;
+  bool failed_together_ = false;
+};
 
 }  // namespace
 
@@ -439,12 +483,18 @@ FactorizeSummary run_factorize(const FactorizeConfig& config, const DistributeOp
                                MPI_Comm comm, std::ostream& log) {
   int rank = 0;
   MPI_Comm_rank(comm, &rank);
+  config.validate();  // every rank meets the same: the caller reports it once, as without MPI
+  FactorizeConfig c = config;
+  if (rank != kRoot) {  // only rank 0 prints and writes the JSON log
+    c.quiet = true;
+    c.log_json.clear();
+  }
+  MpiParts parts(comm, dist);
   try {
-    config.validate();
-    dist.validate();
-    return config.dtype == "float" ? run_typed<float>(config, dist, comm, log)
-                                   : run_typed<double>(config, dist, comm, log);
+    return c.dtype == Dtype::float32 ? detail::run_factorize_with<float>(c, parts, log)
+                                     : detail::run_factorize_with<double>(c, parts, log);
   } catch (const std::exception& e) {
+    if (parts.failed_together()) throw;
     // One rank's failure ends the whole run at once (no rank is left waiting in a collective).
     std::cerr << "knmf: error: " << e.what();
     if (rank != kRoot) std::cerr << " (rank " << rank << ")";

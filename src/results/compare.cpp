@@ -116,7 +116,7 @@ public:
     finish_info();
     std::ostringstream d;
     d << "knmf results file (" << r.backend << ", solver " << to_string(r.solver.solver) << ", dtype "
-      << r.dtype << "; " << jobs.size() << " of " << total << " replicates committed, k = "
+      << to_string(r.dtype) << "; " << jobs.size() << " of " << total << " replicates committed, k = "
       << join_ints(info.ks) << ")";
     info.description = d.str();
   }

@@ -184,7 +184,7 @@ void read_all(const std::string& file, hid_t d, const std::string& name, hid_t m
 }
 
 
-bool usages_double(const RunInfo& info) { return info.dtype == "double"; }
+bool usages_double(const RunInfo& info) { return info.dtype == Dtype::float64; }
 
 std::vector<hsize_t> spectra_chunk(int k, std::int64_t g) {
   const std::int64_t cols = std::clamp<std::int64_t>(kMaxChunkBytes / (8 * std::int64_t{k}), 1, g);
@@ -224,7 +224,7 @@ void write_info(const std::string& file, hid_t fid, const RunInfo& r, bool compl
   h5::write_double_scalar_attr(file, g, "l1_ratio", r.solver.l1_ratio);
   h5::write_string_attr(file, g, "zero_guard", to_string(r.solver.zero_guard));
   h5::write_double_scalar_attr(file, g, "eps", r.solver.eps);
-  h5::write_string_attr(file, g, "dtype", r.dtype);
+  h5::write_string_attr(file, g, "dtype", to_string(r.dtype));
   h5::write_string_attr(file, g, "beta_loss", r.beta_loss);
   h5::write_int_scalar_attr(file, g, "save_usages", r.save_usages ? 1 : 0);
   h5::write_int_scalar_attr(file, g, "complete", complete ? 1 : 0);
@@ -330,7 +330,7 @@ RunInfo read_info(const std::string& file, hid_t fid) {
   r.solver.l1_ratio = need_double(file, root, "l1_ratio");
   r.solver.zero_guard = parse_zero_guard(need_string(file, root, "zero_guard"), file + ": root attribute zero_guard");
   r.solver.eps = need_double(file, root, "eps");
-  r.dtype = need_string(file, root, "dtype");
+  r.dtype = parse_dtype(need_string(file, root, "dtype"), file + ": root attribute dtype");
   r.beta_loss = need_string(file, root, "beta_loss");
   r.save_usages = need_int(file, root, "save_usages") != 0;
   r.solver.return_W = r.save_usages;
@@ -447,8 +447,6 @@ RunInfo prepare(const RunInfo& in, const std::string& file) {
   if (r.n_cells < 1 || r.genes.empty())
     input_error(file, ": input ", r.input, " has shape ", r.n_cells, " x ", r.genes.size(),
                 "; a run needs cells and genes");
-  if (r.dtype != "float" && r.dtype != "double")
-    input_error(file, ": --dtype '", r.dtype, "' is invalid: expected float or double");
   r.solver.validate();
   r.solver.return_W = r.save_usages;
   if (r.jobs.empty()) {

@@ -44,23 +44,19 @@ void FactorizeConfig::validate() const {
     if (seed < 0 || seed > std::int64_t(0xffffffffLL))
       input_error("--seed ", seed, " is outside [0, 2^32)");
   }
-  if (format != "auto" && format != "dense" && format != "sparse")
-    input_error("--format '", format, "' is invalid: expected auto, dense or sparse");
-  if (dtype != "float" && dtype != "double")
-    input_error("--dtype '", dtype, "' is invalid: expected float or double");
   if (batch < 0) input_error("--batch ", batch, " is invalid: use a positive number or auto");
   if (device_memory_limit < 0)
     input_error("--device-memory-limit ", device_memory_limit, " is invalid: it must be >= 0");
   solver.validate();
 }
 
-FormatChoice choose_format(const std::string& requested, bool file_is_sparse, double density,
+FormatChoice choose_format(XFormat requested, bool file_is_sparse, double density,
                            std::int64_t dense_bytes, std::int64_t sparse_bytes,
                            std::int64_t budget) {
   char d[32];
   std::snprintf(d, sizeof d, "%.1f%%", 100.0 * density);
-  if (requested == "dense") return {false, "--format dense"};
-  if (requested == "sparse") return {true, "--format sparse"};
+  if (requested == XFormat::dense) return {false, "--format dense"};
+  if (requested == XFormat::sparse) return {true, "--format sparse"};
   if (dense_bytes >= budget && sparse_bytes < budget)
     return {true, std::string("dense X would not fit (") + format_bytes(double(dense_bytes)) + ")"};
   if (!file_is_sparse) return {false, "the file stores X densely"};
@@ -133,12 +129,14 @@ RunPlan plan_cnmf(const FactorizeConfig& c) {
   return p;
 }
 
+void require_input(const FactorizeConfig& c) { require_file(c.input, "input"); }
+
 /// Native mode: the job table cNMF's prepare would make, minus what RESULTS.h5 already holds.
-RunPlan plan_native(const FactorizeConfig& c, const io::H5adReader& reader, bool open_results) {
+RunPlan plan_native(const FactorizeConfig& c, const io::H5adReader& reader) {
   RunPlan p;
   require_file(c.input, "input");
   const fs::path out = fs::absolute(c.results);
-  if (open_results) require_writable_dir(out.parent_path(), "-o");
+  require_writable_dir(out.parent_path(), "-o");
   p.x_path = c.input;
   p.solver = c.solver;
   io::RunInfo info;
@@ -154,17 +152,12 @@ RunPlan plan_native(const FactorizeConfig& c, const io::H5adReader& reader, bool
   info.batch_size = c.batch;
   info.jobs = cnmf_job_table(c.ks, c.n_iter, c.seed);
   p.total = std::int64_t(info.jobs.size());
-  if (open_results) {
-    p.results = std::make_unique<io::ResultsWriter>(io::ResultsWriter::create_or_resume(out, info));
-    p.jobs = p.results->pending();
-  } else {
-    p.jobs = info.jobs;
-  }
+  p.results = std::make_unique<io::ResultsWriter>(io::ResultsWriter::create_or_resume(out, info));
+  p.jobs = p.results->pending();
   p.skipped = p.total - std::int64_t(p.jobs.size());
   p.solver.return_W = c.save_usages;
   return p;
 }
-
 
 ResultStore::ResultStore(const FactorizeConfig& c, RunPlan& plan, std::vector<std::string> genes)
     : plan_(plan), genes_(std::move(genes)), last_commit_(std::chrono::steady_clock::now()) {
@@ -268,6 +261,22 @@ XPlan plan_x(const FactorizeConfig& c, const io::H5adInfo& info, int k_max, int 
   return x;
 }
 
+Placement place_whole_x(const FactorizeConfig& c, const io::H5adInfo& info, int k_max, int s,
+                        std::int64_t budget) {
+  Placement p;
+  p.x = plan_x(c, info, k_max, s, budget);
+  p.device_rows = info.n_obs;
+  p.device_x_bytes = p.x.in_core ? p.x.bytes_x : 2 * p.x.stream_buffer;
+  return p;
+}
+
+std::vector<int> ks_of(const std::vector<Job>& jobs) {
+  std::vector<int> ks;
+  for (const auto& j : jobs)
+    if (std::find(ks.begin(), ks.end(), j.k) == ks.end()) ks.push_back(j.k);
+  return ks;
+}
+
 void log_header(const FactorizeConfig& c, const RunPlan& plan, const io::H5adInfo& info,
                 std::ostream& log) {
   if (c.quiet) return;
@@ -275,93 +284,51 @@ void log_header(const FactorizeConfig& c, const RunPlan& plan, const io::H5adInf
       << " genes, " << (info.format == io::StorageFormat::Dense ? "dense" : "sparse") << "); "
       << plan.jobs.size() << " job(s) to run, " << plan.skipped << " already complete; solver "
       << to_string(plan.solver.solver) << ", tol " << plan.solver.tol << ", max_iter "
-      << plan.solver.max_iter << ", " << c.dtype << "\n";
+      << plan.solver.max_iter << ", " << to_string(c.dtype) << "\n";
+}
+
+void log_summary(const FactorizeConfig& c, const FactorizeSummary& sum, int ranks,
+                 std::ostream& log) {
+  if (c.quiet) return;
+  log << "knmf factorize: " << sum.jobs_run << " job(s)";
+  if (ranks > 1) log << " on " << ranks << " rank(s)";
+  log << " in " << format_seconds(sum.seconds) << ", peak device memory "
+      << (ranks > 1 ? "per rank " : "") << format_bytes(double(sum.peak_device_bytes)) << "\n";
 }
 
 namespace {
 
-/// Throws (before anything is allocated or written) when even one replicate of the largest k,
-/// or the forced --batch, cannot fit next to X (or next to its streaming buffers).
-/// Throws (before anything is allocated or written) when even one replicate of some k, or
-/// the forced --batch, cannot fit next to X (or next to its streaming buffers).
-template <class T>
-void check_fits(const FactorizeConfig& c, const io::H5adInfo& info, const std::vector<int>& ks) {
-  const int s = int(sizeof(T));
-  const std::int64_t budget = run_budget(c);
-  for (int k : ks) {
-    const auto x = plan_x(c, info, k, s, budget);
-    if (c.batch > 0)  // throws with the bytes needed when the forced batch cannot fit
-      plan_batch(info.n_obs, info.n_vars, k, s, x.in_core ? x.bytes_x : 2 * x.stream_buffer,
-                 budget, c.batch, c.batch);
+/// One process: the plan is made here, X is whole on this device (in device memory or
+/// streamed from host memory), the jobs come from a queue per k.
+struct LocalParts {
+  int ranks() const { return 1; }
+  std::int64_t budget(std::int64_t own) const { return own; }
+  template <class F>
+  void share_plan(RunPlan&, const FactorizeConfig&, F&& make) {
+    make();
   }
-}
-
-template <class T>
-FactorizeSummary run_typed(const FactorizeConfig& c, std::ostream& log) {
-  const auto t0 = std::chrono::steady_clock::now();
-  RunPlan plan;
-  if (c.cnmf_mode()) plan = plan_cnmf(c);
-  if (!c.cnmf_mode()) require_file(c.input, "input");
-  auto reader = io::H5adReader::open(c.cnmf_mode() ? plan.x_path : c.input);
-  const auto& info = reader.info();
-  if (!c.cnmf_mode()) {
-    // Before the results file exists: a run that cannot fit stops here, leaving nothing.
-    check_fits<T>(c, info, c.ks);
-    plan = plan_native(c, reader, true);
+  Placement place(const FactorizeConfig& c, const io::H5adReader& reader, int k, int s,
+                  std::int64_t budget) const {
+    return place_whole_x(c, reader.info(), k, s, budget);
   }
-  log_header(c, plan, info, log);
-  FactorizeSummary empty;
-  empty.jobs_total = plan.total;
-  empty.jobs_skipped = plan.skipped;
-  if (plan.jobs.empty()) {
-    if (plan.results) plan.results->finish();
-    if (!c.quiet) log << "knmf factorize: nothing to do\n";
-    return empty;
+  template <class T, class F>
+  FactorizeSummary run_on_x(const RunContext& run, const Placement& where, F&& f) {
+    LocalChannel channel(run.plan.jobs, run.store, run.progress);
+    return with_whole_x<T>(run, where, "", [&](const auto& X, std::int64_t bytes_x) {
+      return f(X, bytes_x, channel);
+    });
   }
-  ResultStore store(c, plan, reader.var_names());
-  Progress progress(std::int64_t(plan.jobs.size()), c.progress_seconds, c.quiet, log);
-  LocalChannel channel(plan.jobs, store, progress);
-  const int s = int(sizeof(T));
-  const std::int64_t budget = run_budget(c);
-  int k_max = 1;
-  for (const auto& j : plan.jobs) k_max = std::max(k_max, j.k);
-  const auto x = plan_x(c, info, k_max, s, budget);
-  const auto& choice = x.choice;
-  ExecSpace space;
-  FactorizeSummary sum;
-  if (x.in_core) {
-    if (!c.quiet)
-      log << "plan: X in device memory as " << (choice.sparse ? "sparse CSR + CSC" : "dense")
-          << " (" << choice.reason << "), " << format_bytes(double(x.bytes_x)) << "\n";
-    if (choice.sparse)
-      sum = run_jobs(c, plan, channel, &store, load_csr<T>(space, reader), budget, x.bytes_x, t0, log);
-    else
-      sum = run_jobs(c, plan, channel, &store, load_dense<T>(space, reader), budget, x.bytes_x, t0, log);
-  } else {
-    auto X = StreamedMatrix<T>::load(space, reader, choice.sparse, x.stream_buffer);
-    if (!c.quiet)
-      log << "plan: X (" << format_bytes(double(x.bytes_x)) << " as "
-          << (choice.sparse ? "sparse CSR + CSC" : "dense") << ", " << choice.reason
-          << ") does not fit the device budget of " << format_bytes(double(budget))
-          << " next to the factors: streamed from host memory in " << X.num_blocks()
-          << " row blocks through two buffers of " << format_bytes(double(X.device_bytes() / 2))
-          << "\n";
-    sum = run_jobs(c, plan, channel, &store, X, budget, X.device_bytes(), t0, log);
-  }
-  if (store.finish() && !c.quiet) log << "knmf factorize: " << c.results << " is complete\n";
-  if (!c.quiet)
-    log << "knmf factorize: " << sum.jobs_run << " job(s) in " << format_seconds(sum.seconds)
-        << ", peak device memory " << format_bytes(double(sum.peak_device_bytes)) << "\n";
-  return sum;
-}
+  void reduce(FactorizeSummary&) const {}
+};
 
 }  // namespace
 }  // namespace detail
 
 FactorizeSummary run_factorize(const FactorizeConfig& config, std::ostream& log) {
   config.validate();
-  return config.dtype == "float" ? detail::run_typed<float>(config, log)
-                                 : detail::run_typed<double>(config, log);
+  detail::LocalParts parts;
+  return config.dtype == Dtype::float32 ? detail::run_factorize_with<float>(config, parts, log)
+                                        : detail::run_factorize_with<double>(config, parts, log);
 }
 
 }  // namespace knmf

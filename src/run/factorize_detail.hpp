@@ -1,9 +1,37 @@
 #pragma once
 /// \file
-/// The pieces of `knmf factorize` shared by the single-process run (src/run/) and the MPI
-/// runs (src/mpi/): the run plan, where results are stored, and the job channel through which
-/// a process gets its jobs and reports finished replicates.
+/// The one `knmf factorize` run, `run_factorize_with<T>(config, parts, log)`, and the pieces it
+/// is made of. The single-process run (src/run/factorize.cpp) and the MPI run
+/// (src/mpi/run_mpi.cpp) are this run with different Parts: what differs between them is only
+/// how the plan reaches every process, where X goes and the job channel. The plan, the check
+/// that a run fits, the loading of a whole X, the result store, the "nothing to do" path and
+/// the summary exist here once.
+///
+/// A Parts (a class; the run is a template on it) provides:
+///
+///   int ranks() const;
+///       processes in the run (the summary names them when more than one).
+///   std::int64_t budget(std::int64_t own);
+///       the device budget every process plans with, from this process's own (MPI: the
+///       smallest over the ranks, so that all make the same plan).
+///   template <class F> void share_plan(RunPlan& plan, const FactorizeConfig& c, F&& make);
+///       runs make() on the one process that plans (it cleans up temporaries and owns the
+///       results file), then gives `plan` to every process. When make() throws, every process
+///       throws (the planning one its exception, the others an InputError with its message),
+///       so that the caller reports it once and nothing else happens.
+///   Placement place(const FactorizeConfig& c, const io::H5adReader& reader, int k, int s,
+///                   std::int64_t budget);
+///       where X goes for a run whose largest k is k (s: bytes per value). Throws InputError,
+///       before anything is allocated, when X and one replicate cannot be placed. Must not
+///       communicate: the fit check calls it in make().
+///   template <class T, class F>
+///   FactorizeSummary run_on_x(const RunContext& run, const Placement& where, F&& f);
+///       loads X as placed, makes the job channel and returns f(X, bytes of X on this
+///       device, channel).
+///   void reduce(FactorizeSummary& sum);
+///       the summary of the whole run from this process's.
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <fstream>
@@ -16,6 +44,8 @@
 
 #include "knmf/io/cnmf_files.hpp"
 #include "knmf/io/h5ad.hpp"
+#include "knmf/matrix/load.hpp"
+#include "knmf/matrix/streamed_matrix.hpp"
 #include "knmf/results/results_file.hpp"
 #include "knmf/run/factorize.hpp"
 #include "knmf/run/memory.hpp"
@@ -23,6 +53,8 @@
 #include "progress.hpp"
 
 namespace knmf::detail {
+
+// ---------------------------------------------------------------------------------- the plan
 
 /// Everything a run needs besides X: the jobs, the solver options, where results go.
 struct RunPlan {
@@ -36,9 +68,59 @@ struct RunPlan {
 
 /// cNMF mode: the run directory's job table (this worker's share), params and paths.
 RunPlan plan_cnmf(const FactorizeConfig& c);
-/// Native mode: cNMF's job table for the arguments; with `open_results` the results file is
-/// created or resumed and only its pending jobs remain.
-RunPlan plan_native(const FactorizeConfig& c, const io::H5adReader& reader, bool open_results);
+/// Native mode: cNMF's job table for the arguments; the results file is created or resumed
+/// and only its pending jobs remain.
+RunPlan plan_native(const FactorizeConfig& c, const io::H5adReader& reader);
+/// Native mode: InputError when INPUT.h5ad does not exist.
+void require_input(const FactorizeConfig& c);
+
+/// Device memory the run may plan with (free memory, capped by --device-memory-limit).
+std::int64_t run_budget(const FactorizeConfig& c);
+
+// ------------------------------------------------------------------------- where X goes
+
+/// Where X goes: its device format, its bytes, and whether it stays in device memory next to
+/// one replicate of the largest k or streams from host memory (a quarter of the room left
+/// after one replicate per buffer, the rest going to replicates).
+struct XPlan {
+  FormatChoice choice;
+  std::int64_t bytes_x = 0;        ///< X on the device in the chosen format
+  std::int64_t one = 0;            ///< one replicate of the largest k, with its workspace
+  bool in_core = true;
+  std::int64_t stream_buffer = 0;  ///< bytes per streaming buffer (when not in core)
+};
+/// Throws InputError (before anything is allocated) when not even streaming leaves room for
+/// one replicate.
+XPlan plan_x(const FactorizeConfig& c, const io::H5adInfo& info, int k_max, int element_bytes,
+             std::int64_t budget);
+
+/// Where a Parts puts X, and what the fit check needs to know of it.
+struct Placement {
+  XPlan x;                          ///< the format; for a whole X, in core or streamed
+  bool rows = false;                ///< X partitioned by rows over the processes (MPI)
+  std::int64_t device_rows = 0;     ///< rows of X on the device that holds the most
+  std::int64_t device_x_bytes = 0;  ///< bytes of X on that device, as the batch plan counts them
+};
+
+/// The whole X on this process's device: in device memory, or streamed from host memory
+/// through two buffers when it does not fit next to one replicate.
+Placement place_whole_x(const FactorizeConfig& c, const io::H5adInfo& info, int k_max,
+                        int element_bytes, std::int64_t budget);
+
+/// Throws (before anything is allocated or written, the results file included) the InputError
+/// a run of `ks` would meet: for some k, X and one replicate cannot be placed, or a batch
+/// (the forced --batch, else one replicate) does not fit next to X.
+template <class Parts>
+void check_fits(const FactorizeConfig& c, const io::H5adReader& reader, const std::vector<int>& ks,
+                int s, std::int64_t budget, Parts& parts) {
+  for (int k : ks) {
+    const Placement where = parts.place(c, reader, k, s, budget);
+    plan_batch(where.device_rows, reader.info().n_vars, k, s, where.device_x_bytes, budget,
+               c.batch, c.batch > 0 ? c.batch : 1);
+  }
+}
+
+// ----------------------------------------------------------- results and the job channel
 
 /// Stores finished replicates: a cNMF spectra file, or the results file (committed every
 /// batch's worth of replicates or 30 s), plus the --log-json line.
@@ -102,27 +184,53 @@ private:
   std::int64_t done_ = 0;
 };
 
-/// Device memory the run may plan with (free memory, capped by --device-memory-limit).
-std::int64_t run_budget(const FactorizeConfig& c);
+// ------------------------------------------------------------------------------- the run
 
-/// Where X goes: its device format, its bytes, and whether it stays in device memory next to
-/// one replicate of the largest k or streams from host memory (a quarter of the room left
-/// after one replicate per buffer, the rest going to replicates).
-struct XPlan {
-  FormatChoice choice;
-  std::int64_t bytes_x = 0;        ///< X on the device in the chosen format
-  std::int64_t one = 0;            ///< one replicate of the largest k, with its workspace
-  bool in_core = true;
-  std::int64_t stream_buffer = 0;  ///< bytes per streaming buffer (when not in core)
+/// What a Parts' run_on_x works with.
+struct RunContext {
+  const FactorizeConfig& config;
+  RunPlan& plan;
+  const io::H5adReader& reader;
+  ResultStore& store;
+  Progress& progress;
+  std::int64_t budget;
+  std::ostream& log;
 };
-/// Throws InputError (before anything is allocated) when not even streaming leaves room for
-/// one replicate.
-XPlan plan_x(const FactorizeConfig& c, const io::H5adInfo& info, int k_max, int element_bytes,
-             std::int64_t budget);
+
+/// Loads the whole X as `where` (from place_whole_x) says, prints the plan line (`prefix`
+/// first: a Parts names its processes there) and returns f(X, bytes of X on the device).
+template <class T, class F>
+FactorizeSummary with_whole_x(const RunContext& run, const Placement& where,
+                              const std::string& prefix, F&& f) {
+  const auto& c = run.config;
+  const auto& x = where.x;
+  const auto& choice = x.choice;
+  ExecSpace space;
+  if (x.in_core) {
+    if (!c.quiet)
+      run.log << "plan: " << prefix << "X in device memory as "
+              << (choice.sparse ? "sparse CSR + CSC" : "dense") << " (" << choice.reason << "), "
+              << format_bytes(double(x.bytes_x)) << "\n";
+    if (choice.sparse) return f(load_csr<T>(space, run.reader), x.bytes_x);
+    return f(load_dense<T>(space, run.reader), x.bytes_x);
+  }
+  auto X = StreamedMatrix<T>::load(space, run.reader, choice.sparse, x.stream_buffer);
+  if (!c.quiet)
+    run.log << "plan: " << prefix << "X (" << format_bytes(double(x.bytes_x)) << " as "
+            << (choice.sparse ? "sparse CSR + CSC" : "dense") << ", " << choice.reason
+            << ") does not fit the device budget of " << format_bytes(double(run.budget))
+            << " next to the factors: streamed from host memory in " << X.num_blocks()
+            << " row blocks through two buffers of " << format_bytes(double(X.device_bytes() / 2))
+            << "\n";
+  return f(X, X.device_bytes());
+}
 
 /// One line describing the run (input, jobs, solver).
 void log_header(const FactorizeConfig& c, const RunPlan& plan, const io::H5adInfo& info,
                 std::ostream& log);
+/// The last line: jobs, time, peak device memory (and the ranks when more than one).
+void log_summary(const FactorizeConfig& c, const FactorizeSummary& sum, int ranks,
+                 std::ostream& log);
 
 /// Every k of the channel through the batched solver on X.
 template <class XMat>
@@ -159,6 +267,55 @@ FactorizeSummary run_jobs(const FactorizeConfig& c, const RunPlan& plan, JobChan
   channel.drain();
   sum.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   sum.peak_device_bytes = peak + bytes_x;
+  return sum;
+}
+
+/// The k values of `jobs`, each once, in order.
+std::vector<int> ks_of(const std::vector<Job>& jobs);
+
+/// `knmf factorize` in compute type T, its processes sharing the work as `parts` says.
+template <class T, class Parts>
+FactorizeSummary run_factorize_with(const FactorizeConfig& c, Parts& parts, std::ostream& log) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const int s = int(sizeof(T));
+  const std::int64_t budget = parts.budget(run_budget(c));
+  // The plan. In native mode the check that the run fits comes before the results file
+  // exists: a run that cannot fit stops there, leaving nothing.
+  RunPlan plan;
+  std::optional<io::H5adReader> reader;
+  parts.share_plan(plan, c, [&] {
+    if (c.cnmf_mode())
+      plan = plan_cnmf(c);
+    else
+      require_input(c);
+    reader.emplace(io::H5adReader::open(c.cnmf_mode() ? plan.x_path : c.input));
+    check_fits(c, *reader, c.cnmf_mode() ? ks_of(plan.jobs) : c.ks, s, budget, parts);
+    if (!c.cnmf_mode()) plan = plan_native(c, *reader);
+  });
+  if (!reader) reader.emplace(io::H5adReader::open(plan.x_path));
+  const auto& info = reader->info();
+  log_header(c, plan, info, log);
+  if (plan.jobs.empty()) {
+    if (plan.results) plan.results->finish();
+    if (!c.quiet) log << "knmf factorize: nothing to do\n";
+    FactorizeSummary empty;
+    empty.jobs_total = plan.total;
+    empty.jobs_skipped = plan.skipped;
+    return empty;
+  }
+  ResultStore store(c, plan, reader->var_names());
+  Progress progress(std::int64_t(plan.jobs.size()), c.progress_seconds, c.quiet, log);
+  int k_max = 1;
+  for (const auto& j : plan.jobs) k_max = std::max(k_max, j.k);
+  const Placement where = parts.place(c, *reader, k_max, s, budget);
+  const RunContext run{c, plan, *reader, store, progress, budget, log};
+  FactorizeSummary sum = parts.template run_on_x<T>(
+      run, where, [&](const auto& X, std::int64_t bytes_x, JobChannel& channel) {
+        return run_jobs(c, plan, channel, &store, X, budget, bytes_x, t0, log);
+      });
+  parts.reduce(sum);
+  if (store.finish() && !c.quiet) log << "knmf factorize: " << c.results << " is complete\n";
+  log_summary(c, sum, parts.ranks(), log);
   return sum;
 }
 

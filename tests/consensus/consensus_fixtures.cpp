@@ -43,7 +43,7 @@ void make_pbmc_results(const fs::path& path, const fs::path& run_dir, const std:
   info.ks = ks;
   info.n_iter = 20;
   info.seed = 14;
-  info.dtype = "double";
+  info.dtype = knmf::Dtype::float64;
   auto w = io::ResultsWriter::create_or_resume(path, info);
   for (const Job& j : w.pending()) {
     const auto& m = merged.at(j.k);

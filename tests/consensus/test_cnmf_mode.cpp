@@ -141,7 +141,7 @@ TEST_F(CnmfMode, NativeResultsFileGivesTheSameConsensus) {
   info.ks = {7};
   info.n_iter = 20;
   info.seed = 14;
-  info.dtype = "double";
+  info.dtype = knmf::Dtype::float64;
   const std::string results = (tmp.path() / "run.knmf.h5").string();
   {
     auto w = io::ResultsWriter::create_or_resume(results, info);

@@ -155,4 +155,19 @@ TEST(NativePlan, RunThatCannotFitOneReplicateStopsBeforeAllocating) {
   EXPECT_NE(b.out.find("--batch 100000 needs"), std::string::npos) << b.out;
   EXPECT_FALSE(std::filesystem::exists(tmp.path() / "b.h5"));
 }
+
+TEST(NativePlan, BadDtypeOrFormatIsOneLine) {
+  TempDir tmp("knmf-native-opts");
+  const auto in = (pbmc_prepare_dir() / "cnmf_tmp" / "pbmcA.norm_counts.h5ad").string();
+  const auto out = (tmp.path() / "r.h5").string();
+  const auto d = run_knmf({"factorize", in, "-k", "7", "-o", out, "--dtype", "half"});
+  EXPECT_EQ(d.status, 1);
+  EXPECT_EQ(lines(d.out), std::vector<std::string>{
+                              "knmf: error: --dtype 'half' is invalid: expected float or double"});
+  const auto f = run_knmf({"factorize", in, "-k", "7", "-o", out, "--format", "csr"});
+  EXPECT_EQ(f.status, 1);
+  EXPECT_EQ(lines(f.out), std::vector<std::string>{
+                              "knmf: error: --format 'csr' is invalid: expected auto, dense or sparse"});
+  EXPECT_FALSE(std::filesystem::exists(out));
+}
 }  // namespace

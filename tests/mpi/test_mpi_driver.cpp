@@ -23,8 +23,9 @@ std::vector<std::string> mpi(std::vector<std::string> knmf_args) {
   return a;
 }
 
-ProcResult run(const std::vector<std::string>& args) {
-  std::string cmd = "OMP_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1";
+/// `env`: more VAR=value settings for every rank.
+ProcResult run(const std::vector<std::string>& args, const std::string& env = "") {
+  std::string cmd = "OMP_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 " + env;
   for (const auto& a : args) cmd += " " + shell_quote(a);
   cmd += " 2>&1";
   ProcResult r;
@@ -219,6 +220,78 @@ TEST_F(MpiDriver, AFailingRankEndsTheRunWithItsMessage) {
   EXPECT_NE(r.out.find("not finite"), std::string::npos) << r.out;
   EXPECT_LT(secs, 60.0);
   std::printf("failing rank: exit %d after %.1f s\n", r.status, secs);
+}
+
+/// Without Kokkos' warning of oversubscribed cores, which the other ranks print while rank 0
+/// prints knmf's lines (the two can interleave within a line).
+ProcResult run_lines(const std::vector<std::string>& args) {
+  return run(args, "KOKKOS_DISABLE_WARNINGS=1");
+}
+
+/// knmf's own lines of an mpiexec run's output (the launcher adds its own report of a failure).
+std::vector<std::string> knmf_lines(const std::string& out) {
+  std::vector<std::string> v;
+  for (const auto& l : lines(out))
+    if (l.rfind("knmf", 0) == 0 || l.rfind("plan:", 0) == 0 || l.rfind("[k=", 0) == 0) v.push_back(l);
+  return v;
+}
+
+TEST_F(MpiDriver, RunThatCannotFitStopsBeforeTheResultsFileAsWithoutMpi) {
+  // as NativePlan.RunThatCannotFitOneReplicateStopsBeforeAllocating (one process): the same
+  // one-line error, printed once, and no results file
+  TempDir tmp("knmf-mpi-mem");
+  for (const std::vector<std::string>& dist :
+       {std::vector<std::string>{}, {"--static"}, {"--distribute", "rows"}, {"--distribute", "auto"}}) {
+    const auto out = (tmp.path() / "r.h5").string();
+    std::vector<std::string> a{"factorize", counts(), "-k", "7", "--n-iter", "2", "-o", out,
+                               "--device-memory-limit", "1M"};
+    a.insert(a.end(), dist.begin(), dist.end());
+    const auto r = run_lines(mpi(a));
+    const std::string what = dist.empty() ? "jobs" : dist.back();
+    EXPECT_NE(r.status, 0) << what << "\n" << r.out;
+    const auto ls = knmf_lines(r.out);
+    ASSERT_EQ(ls.size(), 1u) << what << "\n" << r.out;
+    EXPECT_EQ(ls[0].rfind("knmf: error: not enough ", 0), 0u) << what << "\n" << r.out;
+    EXPECT_NE(ls[0].find("one replicate of k = 7 needs"), std::string::npos) << what << "\n" << r.out;
+    EXPECT_NE(ls[0].find("available"), std::string::npos) << what << "\n" << r.out;
+    EXPECT_FALSE(fs::exists(out)) << what << ": no output for a run that cannot start";
+  }
+  // a forced --batch that does not fit is refused the same way
+  const auto out = (tmp.path() / "b.h5").string();
+  const auto b = run_lines(mpi({"factorize", counts(), "-k", "7", "--n-iter", "2", "-o", out, "--batch",
+                          "100000", "--quiet"}));
+  EXPECT_NE(b.status, 0);
+  const auto ls = knmf_lines(b.out);
+  ASSERT_EQ(ls.size(), 1u) << b.out;
+  EXPECT_NE(ls[0].find("--batch 100000 needs"), std::string::npos) << b.out;
+  EXPECT_FALSE(fs::exists(out));
+  // a bad option value: one line from rank 0
+  const auto d = run_lines(mpi({"factorize", counts(), "-k", "7", "-o", out, "--distribute", "cells"}));
+  EXPECT_NE(d.status, 0);
+  ASSERT_EQ(knmf_lines(d.out).size(), 1u) << d.out;
+  EXPECT_EQ(knmf_lines(d.out)[0],
+            "knmf: error: --distribute 'cells' is invalid: expected jobs, rows or auto");
+  EXPECT_FALSE(fs::exists(out));
+}
+
+TEST_F(MpiDriver, SummaryAndNothingToDoAreThoseOfOneProcess) {
+  TempDir tmp("knmf-mpi-summary");
+  const auto out = (tmp.path() / "r.h5").string();
+  const std::vector<std::string> a{"factorize", counts(), "-k", "5", "--n-iter", "2", "-o", out,
+                                   "--max-iter", "20"};
+  const auto r = run_lines(mpi(a));
+  ASSERT_EQ(r.status, 0) << r.out;
+  const auto ls = knmf_lines(r.out);
+  ASSERT_FALSE(ls.empty());
+  const std::string ranks = np() > 1 ? " on " + std::to_string(np()) + " rank(s)" : "";
+  EXPECT_EQ(ls.back().rfind("knmf factorize: 2 job(s)" + ranks + " in ", 0), 0u) << r.out;
+  EXPECT_NE(ls.back().find(np() > 1 ? ", peak device memory per rank " : ", peak device memory "),
+            std::string::npos) << r.out;
+  const auto again = run_lines(mpi(a));
+  ASSERT_EQ(again.status, 0) << again.out;
+  const auto la = knmf_lines(again.out);
+  ASSERT_EQ(la.size(), 2u) << again.out;  // the header and
+  EXPECT_EQ(la[1], "knmf factorize: nothing to do");
 }
 
 }  // namespace

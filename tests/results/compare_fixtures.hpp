@@ -63,7 +63,7 @@ inline void write_results(const FakeRun& run, const std::filesystem::path& path)
   info.ks = run.ks;
   info.n_iter = run.n_iter;
   info.seed = run.seed;
-  info.dtype = "double";
+  info.dtype = knmf::Dtype::float64;
   info.batch_size = 1;
   io::ResultsWriteOptions wo;
   wo.fsync = false;

@@ -124,7 +124,7 @@ int main(int argc, char** argv) {
     else if (a == "--genes") run.n_genes = std::stoll(next());
     else if (a == "--cells") run.n_cells = std::stoll(next());
     else if (a == "--no-usages") run.save_usages = false;
-    else if (a == "--dtype") run.dtype = next();
+    else if (a == "--dtype") run.dtype = knmf::parse_dtype(next());
     else if (a == "--commit-every") commit_every = std::stoi(next());
     else if (a == "--sleep-us") sleep_us = std::stoi(next());
     else if (a == "--gzip") opts.gzip_level = std::stoi(next());

@@ -81,7 +81,7 @@ TEST_P(ResultsRoundTrip, WriteCommitFinishRead) {
   TempDir dir;
   const fs::path path = dir / "run.h5";
   SyntheticRun s;
-  s.dtype = GetParam();
+  s.dtype = knmf::parse_dtype(GetParam());
   const RunInfo info = synthetic_info(s);
   {
     auto w = ResultsWriter::create_or_resume(path, info, fast());
@@ -135,7 +135,7 @@ TEST_P(ResultsRoundTrip, WriteCommitFinishRead) {
       const auto res = synthetic_result(want, job);
       EXPECT_EQ(t.status[it], knmf::io::to_state(res.status));
       const auto u = r.usages(k, it);
-      if (s.dtype == "double") {
+      if (s.dtype == knmf::Dtype::float64) {
         EXPECT_EQ(u, res.W);
       } else {
         EXPECT_NE(u, res.W);  // float32 storage rounds
@@ -262,7 +262,7 @@ TEST(ResultsFile, ChangedOptionsAreRefusedNamingEachOne) {
   other.n_iter = 7;
   other.solver.alpha_W = 0.5;
   other.solver.zero_guard = knmf::ZeroGuard::add_eps;
-  other.dtype = "double";
+  other.dtype = knmf::Dtype::float64;
   other.save_usages = false;
   std::string msg = input_error_of([&] { ResultsWriter::create_or_resume(path, other, fast()); });
   EXPECT_EQ(msg, path.string() +
@@ -394,9 +394,6 @@ TEST(ResultsFile, InvalidRunsAndWritesAreInputErrors) {
   RunInfo bad = info;
   bad.ks.clear();
   EXPECT_NE(input_error_of([&] { ResultsWriter::create_or_resume(path, bad, fast()); }).find("no k given"), std::string::npos);
-  bad = info;
-  bad.dtype = "half";
-  EXPECT_NE(input_error_of([&] { ResultsWriter::create_or_resume(path, bad, fast()); }).find("--dtype 'half'"), std::string::npos);
   bad = info;
   bad.n_iter = 0;
   EXPECT_NE(input_error_of([&] { ResultsWriter::create_or_resume(path, bad, fast()); }).find("--n-iter 0"), std::string::npos);

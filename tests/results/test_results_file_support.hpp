@@ -18,7 +18,7 @@ struct SyntheticRun {
   std::int64_t n_cells = 30;
   std::int64_t n_genes = 40;
   bool save_usages = true;
-  std::string dtype = "float";
+  Dtype dtype = Dtype::float32;
 };
 
 inline io::RunInfo synthetic_info(const SyntheticRun& s) {
@@ -72,7 +72,7 @@ inline ReplicateResult synthetic_result(const io::RunInfo& info, const Job& job)
 /// The usages as the file stores them (float32 when dtype is float).
 inline std::vector<double> stored_usages(const io::RunInfo& info, const ReplicateResult& r) {
   std::vector<double> w = r.W;
-  if (info.dtype == "float")
+  if (info.dtype == Dtype::float32)
     for (auto& v : w) v = static_cast<double>(static_cast<float>(v));
   return w;
 }

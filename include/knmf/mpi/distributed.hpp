@@ -27,6 +27,11 @@ namespace knmf::mpi {
 std::pair<size_type, size_type> balanced_rows(const std::vector<size_type>& prefix, int rank,
                                               int size);
 
+/// The rows [first, second) of the X in `reader` that each of `size` ranks holds: blocks
+/// balanced by stored entries (from indptr; by rows for a dense X), as the loaders below split
+/// X. Reads no values; not collective.
+std::vector<std::pair<size_type, size_type>> row_blocks(const io::H5adReader& reader, int size);
+
 /// This rank's block of a row-partitioned X (Inner = DenseMatrix<T> or CsrMatrix<T>).
 template <class Inner>
 class DistributedMatrix {

@@ -9,25 +9,31 @@
 ///  * `rows`: X is partitioned by rows (DistributedMatrix); all ranks run every job together.
 ///  * `auto`: rows when X does not fit one device next to a replicate and there are several
 ///    ranks, jobs otherwise.
-/// Only rank 0 prints the plan and progress. Any rank's error is printed and aborts all ranks.
+/// The run is that of `knmf::run_factorize` (one plan, fit check, result store and summary):
+/// rank 0 plans, checks that the run fits every rank's device (the smallest budget of the
+/// ranks) before the results file exists, and broadcasts the plan. Only rank 0 prints the plan
+/// and progress.
 
 #include <mpi.h>
 
 #include <iosfwd>
 #include <string>
 
+#include "knmf/core/options.hpp"
 #include "knmf/run/factorize.hpp"
 
 namespace knmf::mpi {
 
 struct DistributeOptions {
-  std::string mode = "jobs";  ///< jobs | rows | auto
+  Distribution mode = Distribution::jobs;  ///< --distribute jobs|rows|auto
   bool static_split = false;  ///< jobs mode: job i runs on rank i % size, no requests
-  /// Throws InputError for an unknown mode.
-  void validate() const;
 };
 
-/// Collective over `comm`. On an error in any rank: prints it and MPI_Abort()s (never hangs).
+/// Collective over `comm`. An error every rank meets before any work (an invalid
+/// configuration; a failed plan: missing input, a run that does not fit, a changed resume) is
+/// thrown on every rank: rank 0 throws the original, the others an InputError with its
+/// message, so the caller reports it once (the driver: rank 0 prints it, every rank exits 1).
+/// On any other error in any rank: prints it and MPI_Abort()s (never hangs).
 FactorizeSummary run_factorize(const FactorizeConfig& config, const DistributeOptions& dist,
                                MPI_Comm comm, std::ostream& log);
 

@@ -72,6 +72,7 @@
 #include <string>
 #include <vector>
 
+#include "knmf/core/options.hpp"
 #include "knmf/random/random_state.hpp"
 #include "knmf/solver/options.hpp"
 #include "knmf/solver/result.hpp"
@@ -104,7 +105,7 @@ struct RunInfo {
   /// solver, tol, max_iter, check_every, alpha_W, alpha_H, l1_ratio, zero_guard, eps.
   /// `return_W` is not recorded: `save_usages` is.
   SolverOptions solver;
-  std::string dtype = "float";          ///< "float" or "double": precision of X and the solver
+  Dtype dtype = Dtype::float32;         ///< precision of X and the solver (stored as "float"|"double")
   std::string beta_loss = "frobenius";  ///< cNMF's beta_loss (the solver does Frobenius)
   bool save_usages = false;             ///< store each replicate's usages W
   /// The job table in cNMF's row order (Job::index = row). Empty: the writer uses

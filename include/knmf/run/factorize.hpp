@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "knmf/core/options.hpp"
 #include "knmf/solver/options.hpp"
 
 namespace knmf {
@@ -32,8 +33,8 @@ struct FactorizeConfig {
   // ---- both modes
   SolverOptions solver;          ///< cNMF mode: from the run's yaml, then the overrides below
   bool solver_set = false;       ///< --solver given (cNMF mode: overrides the yaml)
-  std::string dtype = "double";  ///< --dtype float|double
-  std::string format = "auto";   ///< --format auto|dense|sparse (X on the device)
+  Dtype dtype = Dtype::float64;  ///< --dtype float|double
+  XFormat format = XFormat::automatic;  ///< --format auto|dense|sparse (X on the device)
   int batch = 0;                 ///< --batch N (0 = auto from the memory model)
   std::int64_t device_memory_limit = 0;  ///< --device-memory-limit BYTES (0 = none)
   bool quiet = false;            ///< --quiet
@@ -55,8 +56,8 @@ struct FormatChoice {
   bool sparse = false;
   std::string reason;
 };
-/// `requested` is auto|dense|sparse; bytes are those of each format on the device.
-FormatChoice choose_format(const std::string& requested, bool file_is_sparse, double density,
+/// Bytes are those of each format on the device.
+FormatChoice choose_format(XFormat requested, bool file_is_sparse, double density,
                            std::int64_t dense_bytes, std::int64_t sparse_bytes,
                            std::int64_t budget);
 
