@@ -17,7 +17,7 @@ using knmf::plan_batch;
 struct Case {
   std::int64_t n, g;
   int k, s;
-  bool refit_mu;
+  bool refit;  // a fixed-H refit (W_next)
   std::int64_t tuned, portable;  // bytes with the host-tuned kernels / everywhere else
 };
 
@@ -37,7 +37,7 @@ const Case kCases[] = {
 TEST(MemoryModel, BytesPerReplicateUnchanged) {
   for (const auto& c : kCases) {
     const std::int64_t want = knmf::host_tuned_kernels ? c.tuned : c.portable;
-    EXPECT_EQ(bytes_per_replicate(c.n, c.g, c.k, c.s, c.refit_mu), want)
+    EXPECT_EQ(bytes_per_replicate(c.n, c.g, c.k, c.s, c.refit), want)
         << c.n << " x " << c.g << ", k = " << c.k << ", s = " << c.s;
   }
 }
