@@ -17,11 +17,8 @@ namespace knmf::detail {
 /// f(Rule{}) with the rule of `solver`.
 template <class F>
 decltype(auto) with_rule(SolverKind solver, F&& f) {
-  switch (solver) {
-    case SolverKind::mu: return std::forward<F>(f)(MuRule{});
-    case SolverKind::cd: return std::forward<F>(f)(CdRule{});
-  }
-  KNMF_ASSERT(false, "unknown solver");
+  if (solver == SolverKind::mu) return std::forward<F>(f)(MuRule{});
+  KNMF_ASSERT(solver == SolverKind::cd, "unknown solver");
   return std::forward<F>(f)(CdRule{});
 }
 
