@@ -100,7 +100,8 @@ RefitOutcome refit_device(const ExecSpace& space, const DMatrix& P, const std::v
       return;
     }
     DMatrix Wn;
-    if (Rule::fixed_h_uses_next) Wn = alloc_matrix(space, "knmf::consensus::W_next", k, m);
+    if constexpr (Rule::fixed_h_uses_next)
+      Wn = alloc_matrix(space, "knmf::consensus::W_next", k, m);
     knmf::detail::FixedH<double> f{W, Wn, P, GH, 1, k, s.red_partial, s.red_partial_h};
     knmf::detail::SlotProgress progress;
     progress.err_init = progress.prev_err = out.error_at_init;

@@ -266,7 +266,8 @@ private:
     for (int r = 0; r < b_.R; ++r) {
       Slot& s = slots_[size_t(r)];
       if (!s.active) continue;
-      const Verdict v = Rule::after_update(opt_, s.progress, values.empty() ? 0.0 : values[size_t(r)]);
+      const double value = values.empty() ? 0.0 : values[size_t(r)];
+      const Verdict v = Rule::after_update(opt_, s.progress, value);
       if (v.kind == Verdict::go_on) continue;
       (v.kind == Verdict::measure ? measure : stop).push_back(r);
       which.push_back(r);
