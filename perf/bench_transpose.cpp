@@ -16,7 +16,7 @@
 #include "bench_common.hpp"
 #include "knmf/core/runtime.hpp"
 #include "knmf/matrix/csr_matrix.hpp"
-#include "solver/detail/products.hpp"
+#include "solver/engine.hpp"
 
 int main(int argc, char** argv) {
   knmf::ensure_blas_kernels(argc, argv);

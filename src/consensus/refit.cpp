@@ -1,5 +1,5 @@
-// Fixed-H refits from streamed products (see knmf/consensus/refit.hpp). The iterations use
-// the batched solver's own kernels with one slot.
+// Fixed-H refits from streamed products (see knmf/consensus/refit.hpp). The iterations are
+// the batched solver's own update rules (updates and convergence decisions) with one slot.
 #include "knmf/core/host_access.hpp"
 #include "knmf/consensus/refit.hpp"
 
@@ -9,7 +9,7 @@
 #include "consensus/detail/refit.hpp"
 #include "consensus/detail/stream.hpp"
 #include "knmf/core/error.hpp"
-#include "solver/detail/kernels.hpp"
+#include "solver/engine.hpp"
 
 namespace knmf::consensus {
 
@@ -20,6 +20,8 @@ struct OneSlot {
   knmf::detail::SlotGram G;
   knmf::detail::SlotMask mask;
   Kokkos::View<double*, MemSpace> gram_partial, red_partial;
+  Kokkos::View<double*, MemSpace>::HostMirror red_partial_h;
+  knmf::detail::SlotGram::HostMirror G_h;
   size_type nch = 0;
 };
 
@@ -35,16 +37,18 @@ OneSlot one_slot(const ExecSpace& space, int k, size_type m) {
   s.red_partial = Kokkos::View<double*, MemSpace>(
       Kokkos::view_alloc(space, Kokkos::WithoutInitializing, "knmf::consensus::red_partial"),
       s.nch);
+  s.red_partial_h = host_mirror(s.red_partial);
+  s.G_h = host_mirror(s.G);
   return s;
 }
 
 std::vector<double> slot_gram_host(const ExecSpace& space, const DMatrix& F, OneSlot& s) {
   const int k = int(F.extent(0));
   knmf::detail::slot_gram(space, F, 1, k, s.mask, s.gram_partial, s.G);
-  auto h = host_copy(s.G);
+  Kokkos::deep_copy(s.G_h, s.G);
   std::vector<double> out(size_t(k * k));
   for (int a = 0; a < k; ++a)
-    for (int b = 0; b < k; ++b) out[size_t(a * k + b)] = h(0, a, b);
+    for (int b = 0; b < k; ++b) out[size_t(a * k + b)] = s.G_h(0, a, b);
   return out;
 }
 }  // namespace
@@ -72,13 +76,10 @@ RefitOutcome refit_device(const ExecSpace& space, const DMatrix& P, const std::v
   Kokkos::deep_copy(space, GH, gh_host);
 
   DMatrix W = alloc_matrix(space, "knmf::consensus::W", k, m);
-  // scikit-learn (update_H=False): W = sqrt(mean/k) for MU, zeros for CD
-  const double w0 = opts.solver == SolverKind::mu ? std::sqrt(mean_x / double(k)) : 0.0;
-  Kokkos::deep_copy(space, W, w0);
-
   auto error2 = [&](const DMatrix& Wc) {
     knmf::detail::slot_dot(space, Wc, P, 1, k, s.mask, s.red_partial);
-    const double cross = knmf::detail::sum_slot_partials(s.red_partial, s.nch, 1)[0];
+    const double cross =
+        knmf::detail::sum_slot_partials(s.red_partial, s.nch, 1, s.red_partial_h)[0];
     const auto gw = slot_gram_host(space, Wc, s);
     double wh = 0.0;
     for (size_t e = 0; e < gw.size(); ++e) wh += gw[e] * G[e];
@@ -86,51 +87,30 @@ RefitOutcome refit_device(const ExecSpace& space, const DMatrix& P, const std::v
     return sq > 0.0 ? sq : 0.0;
   };
 
+  // The solver's rule, one slot: its start, its W update and its convergence decision; the
+  // error comes from the products (error2) instead of from X.
   RefitOutcome out;
-  out.error_at_init = std::sqrt(error2(W));
-  if (m == 0) {
-    out.status = ReplicateStatus::converged;
-  } else if (opts.solver == SolverKind::cd) {
-    double viol_init = 0.0;
-    for (int it = 1; it <= opts.max_iter; ++it) {
-      knmf::detail::cd_update(space, W, P, GH, 1, k, s.mask, reg.l1_W, reg.l2_W, s.red_partial);
-      const double v = knmf::detail::sum_slot_partials(s.red_partial, s.nch, 1)[0];
-      out.n_iter = it;
-      if (it == 1) viol_init = v;
-      if (!std::isfinite(v)) {
-        out.status = ReplicateStatus::non_finite;
-        break;
-      }
-      if (viol_init == 0.0 || v / viol_init <= opts.tol) {
-        out.status = ReplicateStatus::converged;
-        break;
-      }
-      out.status = ReplicateStatus::max_iter;
+  knmf::detail::with_rule(opts.solver, [&](auto rule) {
+    using Rule = decltype(rule);
+    Kokkos::deep_copy(space, W, Rule::fixed_h_start(mean_x, k));
+    out.error_at_init = std::sqrt(error2(W));
+    if (m == 0) {
+      out.status = ReplicateStatus::converged;
+      out.squared_error = error2(W);
+      return;
     }
-  } else {
-    const bool add_eps = opts.zero_guard == ZeroGuard::add_eps;
-    DMatrix Wn = alloc_matrix(space, "knmf::consensus::W_next", k, m);
-    double prev = out.error_at_init;
-    for (int it = 1; it <= opts.max_iter; ++it) {
-      knmf::detail::mu_update(space, W, P, GH, k, s.mask, reg.l1_W, reg.l2_W, add_eps, opts.eps, Wn);
-      std::swap(W, Wn);
-      out.n_iter = it;
-      out.status = ReplicateStatus::max_iter;
-      if (opts.tol > 0 && it % opts.check_every == 0) {
-        const double e = std::sqrt(error2(W));
-        if (!std::isfinite(e)) {
-          out.status = ReplicateStatus::non_finite;
-          break;
-        }
-        if ((prev - e) / out.error_at_init < opts.tol) {
-          out.status = ReplicateStatus::converged;
-          break;
-        }
-        prev = e;
-      }
-    }
-  }
-  out.squared_error = error2(W);
+    DMatrix Wn;
+    if constexpr (Rule::fixed_h_uses_next)
+      Wn = alloc_matrix(space, "knmf::consensus::W_next", k, m);
+    knmf::detail::FixedH<double> f{W, Wn, P, GH, 1, k, s.red_partial, s.red_partial_h};
+    knmf::detail::SlotProgress progress;
+    progress.err_init = progress.prev_err = out.error_at_init;
+    const auto end = knmf::detail::run_fixed_h<Rule>(space, f, s.mask, reg, opts, progress,
+                                                     [&]() { return error2(W); });
+    out.status = end.status;
+    out.n_iter = progress.iter;
+    out.squared_error = end.measured_last ? end.squared_error : error2(W);
+  });
   if (return_W) out.W = download_transposed(space, W);
   return out;
 }
@@ -173,12 +153,8 @@ std::vector<RefitOutcome> refit_usages_streamed(const ExecSpace& space, const Ro
     if (h.cols != g)
       input_error("refit: spectra ", s, " have ", h.cols, " genes but ", X.name(), " has ", g);
     if (h.rows < 1) input_error("refit: spectra ", s, " have no rows");
-    for (size_type e = 0; e < h.rows * h.cols; ++e) {
-      const double v = h.values[size_t(e)];
-      if (!std::isfinite(v) || v < 0)
-        input_error("refit: spectra ", s, " have an invalid value ", v, " at row ", e / g,
-                    ", column ", e % g, ": spectra must be finite and non-negative");
-    }
+    knmf::detail::check_spectra_values(h.values.data(), size_t(h.rows * h.cols), g, s,
+                                       "refit: ");
     H.push_back(detail::upload_rows(space, h, "knmf::consensus::H"));
     G.push_back(detail::gram(space, H.back()));
     P.push_back(detail::alloc_matrix(space, "knmf::consensus::P", h.rows, n));

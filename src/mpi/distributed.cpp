@@ -1,6 +1,5 @@
 // Row-partitioned X over MPI ranks, and the solver instantiated for it.
-#include "distributed_detail.hpp"  // product overloads + RowPartition: before the solver templates
-#include "solver/detail/nmf_impl.hpp"
+#include "distributed_detail.hpp"  // the solver engine and RowPartition of DistributedMatrix
 
 #include <algorithm>
 

@@ -1,27 +1,11 @@
 #pragma once
-// The solver's hooks for a row-partitioned X (included before the solver templates; see
-// src/solver/detail/nmf_impl.hpp).
+// The solver's view of a row-partitioned X: its RowPartition (the products on this rank's rows
+// and the sums over the ranks; see src/solver/engine.hpp).
 #include "knmf/core/host_access.hpp"
 #include "knmf/mpi/distributed.hpp"
-#include "solver/detail/kernels.hpp"
-#include "solver/detail/partition.hpp"
-#include "solver/detail/products.hpp"
+#include "solver/engine.hpp"
 
 namespace knmf::detail {
-
-template <class Inner>
-void x_times_ht(const ExecSpace& space, const mpi::DistributedMatrix<Inner>& X,
-                const Matrix<typename Inner::value_type>& H,
-                const Matrix<typename Inner::value_type>& P) {
-  x_times_ht(space, X.local(), H, P);
-}
-
-template <class Inner>
-void wt_times_x(const ExecSpace& space, const mpi::DistributedMatrix<Inner>& X,
-                const Matrix<typename Inner::value_type>& W,
-                const Matrix<typename Inner::value_type>& Q) {
-  wt_times_x(space, X.local(), W, Q);  // this rank's rows; summed by RowPartition::reduce
-}
 
 /// Device data summed over the ranks through a host copy (no CUDA-aware MPI assumed).
 template <class V>
@@ -39,6 +23,16 @@ struct RowPartition<mpi::DistributedMatrix<Inner>> {
   using X = mpi::DistributedMatrix<Inner>;
   static size_type global_rows(const X& x) { return x.global_rows(); }
   static size_type row_offset(const X& x) { return x.row_offset(); }
+  template <class T>
+  static void x_times_ht(const ExecSpace& space, const X& x, const Matrix<T>& H,
+                         const Matrix<T>& P) {
+    RowPartition<Inner>::x_times_ht(space, x.local(), H, P);
+  }
+  template <class T>
+  static void wt_times_x(const ExecSpace& space, const X& x, const Matrix<T>& W,
+                         const Matrix<T>& Q) {
+    RowPartition<Inner>::wt_times_x(space, x.local(), W, Q);  // this rank's rows; see reduce
+  }
   template <class T>
   static void reduce(const X& x, const ExecSpace& space, const Matrix<T>& m) {
     allreduce_view(x.comm(), space, m);

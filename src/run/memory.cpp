@@ -44,17 +44,22 @@ std::int64_t used_device_bytes() {
   return std::int64_t(resident) * sysconf(_SC_PAGESIZE);
 }
 
-std::int64_t bytes_per_replicate(std::int64_t n, std::int64_t g, int k, int s, bool refit_mu) {
-  const std::int64_t chunks = (std::max(n, g) + 1023) / 1024;
-  return (refit_mu ? 3 : 2) * n * k * s   // W, P (+ W_next)
-         + 3 * k * g * s                   // H, Q, H_next
-         + 2 * k * k * 8                   // Grams
-         + chunks * (k * k + 1) * 8        // chunk partials
-         + product_scratch_values(n, g, s) * k * s;  // the dense products' host scratch
+namespace {
+/// Room left for what the solver's buffers do not count: Kokkos' own allocations, the slot
+/// flags (12 bytes a slot), host mirrors where they are separate.
+constexpr std::int64_t kSlack = std::int64_t(8) << 20;
+}  // namespace
+
+std::int64_t bytes_per_replicate(std::int64_t n, std::int64_t g, int k, int s, bool refit) {
+  return solver_bytes(n, g, k, s, refit).per_slot;
+}
+
+std::int64_t batch_fixed_bytes(std::int64_t n, std::int64_t g, int k, int s, bool refit) {
+  return solver_bytes(n, g, k, s, refit).per_batch + kSlack;
 }
 
 BatchPlan plan_batch(std::int64_t n, std::int64_t g, int k, int s, std::int64_t bytes_x,
-                     std::int64_t budget, int requested_R, int max_R, bool refit_mu) {
+                     std::int64_t budget, int requested_R, int max_R, bool refit) {
   BatchPlan p;
   p.n = n;
   p.g = g;
@@ -62,8 +67,9 @@ BatchPlan plan_batch(std::int64_t n, std::int64_t g, int k, int s, std::int64_t 
   p.element_bytes = s;
   p.bytes_x = bytes_x;
   p.budget = budget;
-  p.bytes_per_slot = bytes_per_replicate(n, g, k, s, refit_mu);
-  p.bytes_fixed = std::int64_t(k) * std::max(n, g) * s + (std::int64_t(8) << 20);  // result stage, slack
+  const auto solver = solver_bytes(n, g, k, s, refit);
+  p.bytes_per_slot = solver.per_slot;
+  p.bytes_fixed = solver.per_batch + kSlack;
   const std::int64_t room = budget - bytes_x - p.bytes_fixed;
   if (requested_R > 0) {
     p.R = requested_R;

@@ -1,5 +1,5 @@
 #include "detail/host_kernels.hpp"
-#include "detail/mu_rule.hpp"
+#include "detail/mu_value.hpp"
 
 #include <type_traits>
 

@@ -1,6 +1,4 @@
-#include "detail/nmf_impl.hpp"
-
-#include <algorithm>
+#include "engine.hpp"
 
 namespace knmf {
 
@@ -11,9 +9,13 @@ KNMF_INSTANTIATE_SOLVER(CsrMatrix<double>)
 KNMF_INSTANTIATE_SOLVER(StreamedMatrix<float>)
 KNMF_INSTANTIATE_SOLVER(StreamedMatrix<double>)
 
-std::int64_t product_scratch_values(std::int64_t n, std::int64_t g, int bytes_per_value) {
-  if (!detail::transposed_host_gemm<double> || bytes_per_value != int(sizeof(double))) return 0;
-  return std::max(std::min(n, detail::pt_block_rows), g);
+SolverBytes solver_bytes(std::int64_t n, std::int64_t g, int k, int element_bytes, bool refit) {
+  const auto b = detail::slot_batch_bytes(n, g, k, element_bytes,
+                                          refit ? detail::RunMode::refit : detail::RunMode::factorize);
+  SolverBytes out;
+  out.per_slot = b.per_slot();
+  out.per_batch = b.stage;
+  return out;
 }
 
 }  // namespace knmf

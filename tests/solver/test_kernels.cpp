@@ -17,7 +17,7 @@
 
 #include "knmf/core/host_access.hpp"
 #include "knmf/core/types.hpp"
-#include "solver/detail/kernels.hpp"
+#include "solver/engine.hpp"
 
 namespace {
 using namespace knmf;

@@ -8,7 +8,7 @@
 #include "knmf/core/host_access.hpp"
 #include "knmf/io/h5ad.hpp"
 #include "knmf/matrix/load.hpp"
-#include "solver/detail/products.hpp"
+#include "solver/engine.hpp"
 #include "solver_fixtures.hpp"
 
 namespace {

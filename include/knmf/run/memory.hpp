@@ -4,11 +4,14 @@
 ///
 /// Device bytes of a batch of R replicates with k components on X (n x g):
 ///   X                      n g s            (dense; a sparse X: see the sparse matrix)
-///   W, P                   2 n (R k) s      (usages and X H^T; the MU fixed-H refit adds one)
+///   W, P                   2 n (R k) s      (usages and X H^T; a fixed-H refit adds W_next)
 ///   H, Q, H_next           3 (R k) g s
-///   per-slot k x k and chunk partials (small)
-/// with s = sizeof(compute type). Free memory is that of the execution space: GPU free memory,
-/// or MemAvailable of the host for OpenMP; `--device-memory-limit` caps it.
+///   per-slot k x k and chunk partials (small), the dense products' host scratch
+///   result staging         k max(n, g) s    (once per batch), and 8 MiB of slack
+/// with s = sizeof(compute type). The solver reports its part (knmf::solver_bytes in
+/// knmf/solver/nmf.hpp, from the buffers its batch allocates); this model adds X and the
+/// slack. Free memory is that of the execution space: GPU free memory, or MemAvailable of the
+/// host for OpenMP; `--device-memory-limit` caps it.
 
 #include <cstdint>
 #include <string>
@@ -37,15 +40,19 @@ struct BatchPlan {
   std::string describe() const;
 };
 
-/// Per-replicate device bytes for (n, g, k) with the given solver mode.
+/// Per-replicate device bytes for (n, g, k): factorize, or a fixed-H refit (`refit`).
 std::int64_t bytes_per_replicate(std::int64_t n, std::int64_t g, int k, int element_bytes,
-                                 bool refit_mu);
+                                 bool refit);
+/// Device bytes of a batch whatever its size (the solver's result staging buffer and the
+/// slack): BatchPlan::bytes_fixed. One replicate next to X needs bytes_per_replicate + this.
+std::int64_t batch_fixed_bytes(std::int64_t n, std::int64_t g, int k, int element_bytes,
+                               bool refit = false);
 
 /// Largest R <= max_R that fits `budget` next to X (requested_R > 0 forces that R). Throws
 /// InputError before anything is allocated when even R = 1 (or the forced R) does not fit,
 /// saying how much is needed.
 BatchPlan plan_batch(std::int64_t n, std::int64_t g, int k, int element_bytes,
                      std::int64_t bytes_x, std::int64_t budget, int requested_R, int max_R,
-                     bool refit_mu = false);
+                     bool refit = false);
 
 }  // namespace knmf

@@ -63,9 +63,18 @@ std::vector<RefitResult> refit_usages(const ExecSpace& space, const XMat& X,
                                       const std::vector<std::vector<double>>& spectra, int k,
                                       int batch_size, const SolverOptions& opts);
 
-/// Host scratch of the dense products with X, in values per stacked factor row (R k rows in
-/// a batch): max(min(n, 8192), g) for double on the OpenMP backend, where both products are
-/// formed transposed (src/solver/detail/products.hpp); 0 otherwise. For the memory model.
-std::int64_t product_scratch_values(std::int64_t n, std::int64_t g, int bytes_per_value);
+/// The memory of the batched solver for X of n x g, k components and `element_bytes` per
+/// value (factorize, or refit_usages with `refit`), as its batch of slots allocates it
+/// (src/solver/detail/slot_batch.hpp). For the memory model (knmf/run/memory.hpp).
+struct SolverBytes {
+  /// Bytes per slot of a batch: the factors and products (W, P, H, Q, H_next; a refit's
+  /// W_next), the per-slot Grams and chunk partials, and the dense products' host scratch
+  /// (double on the OpenMP backend, where both products are formed transposed).
+  std::int64_t per_slot = 0;
+  /// Bytes per batch whatever its size: the result staging buffer (k x max(n, g)).
+  std::int64_t per_batch = 0;
+};
+SolverBytes solver_bytes(std::int64_t n, std::int64_t g, int k, int element_bytes,
+                         bool refit = false);
 
 }  // namespace knmf

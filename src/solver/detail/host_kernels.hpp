@@ -32,7 +32,7 @@ double host_cd_sweep(const double* Gl, double l1, int k, float* F, const float* 
 
 /// Frobenius MU of one slot over columns [j0, j1): for every column i and t < k,
 ///   den = sum_s F(row0 + s, i) G(s, t)      (double, s in order; G row-major k x k)
-///   out(row0 + t, i) = mu_value(den, F, Num, ...)   (mu_rule.hpp, as the portable kernel)
+///   out(row0 + t, i) = mu_value(den, F, Num, ...)   (mu_value.hpp, as the portable kernel)
 /// `out` may alias `Num`.
 void host_mu_update(const double* G, int k, const double* F, const double* Num, double* out,
                     std::int64_t ld, std::int64_t row0, std::int64_t j0, std::int64_t j1,

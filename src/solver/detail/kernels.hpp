@@ -25,7 +25,7 @@
 #include "knmf/core/types.hpp"
 #include "knmf/solver/options.hpp"
 #include "host_kernels.hpp"
-#include "mu_rule.hpp"
+#include "mu_value.hpp"
 
 namespace knmf::detail {
 

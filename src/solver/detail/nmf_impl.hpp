@@ -1,10 +1,11 @@
 #pragma once
 /// \file
-/// Definitions of the solver's public templates (included by the translation units that
-/// instantiate them for each matrix type: src/solver/nmf.cpp, src/mpi/).
-/// A matrix type's product overloads (x_times_ht, wt_times_x) and its RowPartition must be
-/// declared before this header is included.
+/// Definitions of the solver's public templates (reached through solver/engine.hpp by the
+/// translation units that instantiate them for each matrix type: src/solver/nmf.cpp,
+/// src/mpi/). A matrix type that is not one of products.hpp's specializes RowPartition
+/// (partition.hpp) before it instantiates them.
 
+#include <cmath>
 #include <map>
 
 #include "knmf/solver/nmf.hpp"
@@ -18,6 +19,19 @@ inline void check_common(int k, int batch_size, const SolverOptions& opts) {
   if (k < 1) input_error("k = ", k, " is invalid: the number of components must be >= 1");
   if (batch_size < 1) input_error("--batch ", batch_size, " is invalid: it must be >= 1");
   opts.validate();
+}
+
+/// Throws InputError unless the `count` values of spectra matrix `index` (row-major, `cols`
+/// per row) are finite and non-negative; `context` starts the message.
+inline void check_spectra_values(const double* values, size_t count, size_type cols,
+                                 size_t index, const char* context = "") {
+  for (size_t e = 0; e < count; ++e) {
+    const double v = values[e];
+    if (!std::isfinite(v) || v < 0)
+      input_error(context, "spectra ", index, " has an invalid value ", v, " at row ",
+                  size_type(e) / cols, ", column ", size_type(e) % cols,
+                  ": spectra must be finite and non-negative");
+  }
 }
 
 }  // namespace detail
@@ -84,12 +98,7 @@ std::vector<RefitResult> refit_usages(const ExecSpace& space, const XMat& X,
     if (spectra[s].size() != expect)
       input_error("spectra ", s, " has ", spectra[s].size(), " values; expected k x g = ", k,
                   " x ", X.cols(), " = ", expect);
-    for (size_t e = 0; e < expect; ++e) {
-      const double v = spectra[s][e];
-      if (!std::isfinite(v) || v < 0)
-        input_error("spectra ", s, " has an invalid value ", v, " at row ", e / X.cols(),
-                    ", column ", e % X.cols(), ": spectra must be finite and non-negative");
-    }
+    detail::check_spectra_values(spectra[s].data(), expect, X.cols(), s);
   }
   std::vector<RefitResult> out(spectra.size());
   size_t next = 0;

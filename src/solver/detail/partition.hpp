@@ -1,14 +1,17 @@
 #pragma once
 /// \file
-/// How the solver sees an X that may hold only a block of the rows of the full matrix (the
-/// MPI row partition). The default is a whole matrix: no offset, nothing to reduce. A
-/// partitioned matrix type specializes RowPartition (src/mpi/) so that the k x g and k x k
-/// reductions (W^T X, W^T W, the W-side violation) are summed over all row blocks.
+/// How the solver reaches X (internal): the two products with X and, for an X that holds only
+/// a block of the rows of the full matrix (the MPI row partition), the reductions over the
+/// row blocks. The solver calls X through RowPartition<XMat> alone, so a new matrix type is
+/// one specialization (src/mpi/distributed_detail.hpp), declared anywhere before the solver
+/// is instantiated for it. The default is a whole matrix with the products of products.hpp:
+/// no offset, nothing to reduce.
 
 #include <vector>
 
 #include "knmf/core/types.hpp"
 #include "kernels.hpp"
+#include "products.hpp"
 
 namespace knmf::detail {
 
@@ -18,6 +21,18 @@ struct RowPartition {
   static size_type global_rows(const XMat& X) { return X.rows(); }
   /// Index of this block's first row in the full matrix.
   static size_type row_offset(const XMat&) { return 0; }
+  /// P = H X^T ((R k) x rows of this block).
+  template <class T>
+  static void x_times_ht(const ExecSpace& space, const XMat& X, const Matrix<T>& H,
+                         const Matrix<T>& P) {
+    detail::x_times_ht(space, X, H, P);
+  }
+  /// Q = W X over this block's rows (summed over the blocks by reduce).
+  template <class T>
+  static void wt_times_x(const ExecSpace& space, const XMat& X, const Matrix<T>& W,
+                         const Matrix<T>& Q) {
+    detail::wt_times_x(space, X, W, Q);
+  }
   /// Sum a device matrix / per-slot Grams / host values over all row blocks (in place).
   template <class T>
   static void reduce(const XMat&, const ExecSpace&, const Matrix<T>&) {}

@@ -14,6 +14,8 @@
 #include "host_kernels.hpp"
 #include "kernels.hpp"
 
+#include <algorithm>
+#include <cstdint>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -32,6 +34,14 @@ inline constexpr bool transposed_host_gemm = host_tuned_kernels && std::is_same_
 
 /// Rows of X per block of P^T (the scratch holds block x Rk values).
 inline constexpr size_type pt_block_rows = 8192;
+
+/// Values of host scratch the dense products take per stacked factor row (R k rows in a
+/// batch): max(min(n, pt_block_rows), g) where both products are formed transposed (double on
+/// the host), 0 otherwise. For the memory model (slot_batch_bytes).
+inline std::int64_t product_scratch_values(std::int64_t n, std::int64_t g, int bytes_per_value) {
+  if (!transposed_host_gemm<double> || bytes_per_value != int(sizeof(double))) return 0;
+  return std::max(std::min(n, std::int64_t(pt_block_rows)), g);
+}
 
 /// A per-thread host scratch buffer of at least `count` values (reused across calls).
 template <class T>

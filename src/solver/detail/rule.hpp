@@ -1,0 +1,79 @@
+#pragma once
+/// \file
+/// What an update rule of the batched solver is (internal). A rule is a policy struct (one
+/// file each: rule_mu.hpp, rule_cd.hpp; rules.hpp enumerates them) with
+///
+///   static constexpr const char* iteration_region, refit_region;   // profiling regions
+///   static constexpr bool fixed_h_uses_next;  // fixed_h_step writes W_next (then swaps)
+///   static double fixed_h_start(double mean, int k);   // W's value at the start of a refit
+///
+///   // One iteration of a factorization of the active slots (W, then H), on the buffers of
+///   // a SlotBatch through a step context `s` (batch_runner.hpp: FactorizeStep):
+///   //   s.batch, s.space, s.opts, s.reg, s.active,
+///   //   s.products_for_W()  GH = H H^T, P = X H^T          (what W's update reads)
+///   //   s.products_for_H()  Q = W^T X, GW = W^T W          (what H's update reads; summed
+///   //                                                        over row blocks)
+///   //   s.violations_W(), s.violations_H()  per-slot sums of the chunk partials
+///   // Returns one value per slot for after_update (a violation), or nothing.
+///   template <class Step> static std::vector<double> factorize_step(Step& s);
+///
+///   // One W update of the active slots with H fixed, from P = X H^T and G = H H^T alone
+///   // (FixedH below). Returns per-slot values over this block's rows of W (the caller sums
+///   // them over row blocks), or nothing.
+///   template <class T> static std::vector<double> fixed_h_step(const ExecSpace&, FixedH<T>&,
+///       const SlotMask& active, const Regularization&, const SolverOptions&);
+///
+///   // The per-slot convergence decision, in two parts (see Verdict).
+///   static Verdict after_update(const SolverOptions&, SlotProgress&, double value);
+///   static Verdict after_error(const SolverOptions&, SlotProgress&, double error);
+///
+/// The batch runner (every slot of a batch) and the consensus refit (one slot, from products
+/// it streamed; run_fixed_h in rules.hpp) both run a rule through exactly these functions, so
+/// a rule's update and its decision are written once.
+
+#include <vector>
+
+#include "knmf/core/types.hpp"
+#include "knmf/solver/options.hpp"
+#include "knmf/solver/result.hpp"
+#include "kernels.hpp"
+
+namespace knmf::detail {
+
+/// One slot's progress, as its rule's convergence decision reads and updates it.
+struct SlotProgress {
+  int iter = 0;            ///< iterations done (after_update counts them)
+  double err_init = 0.0;   ///< ||X - W0 H0||_F
+  double prev_err = 0.0;   ///< the error at the last check
+  double viol_init = 0.0;  ///< the first iteration's value (CD: projected-gradient violation)
+};
+
+/// What a rule decides for a slot: after an iteration (after_update) it goes on, stops, or
+/// asks for ||X - W H|| first (measure: then after_error decides, go_on or stop). A stopped
+/// slot's final error is measured for its result in either case.
+struct Verdict {
+  enum Kind { go_on, measure, stop };
+  Kind kind = go_on;
+  ReplicateStatus status = ReplicateStatus::max_iter;  ///< when kind == stop
+
+  static Verdict next() { return {go_on, ReplicateStatus::max_iter}; }
+  static Verdict check() { return {measure, ReplicateStatus::max_iter}; }
+  static Verdict done(ReplicateStatus s) { return {stop, s}; }
+};
+
+/// The operands of a fixed-H step: W (R k x m) and the buffer of its next value, updated from
+/// P = X H^T (R k x m) and the per-slot G = H H^T, with the chunk partials (and their host
+/// mirror) of the per-slot reductions over the m columns. W and W_next are swapped by a rule
+/// that writes W_next.
+template <class T>
+struct FixedH {
+  Matrix<T>& W;
+  Matrix<T>& W_next;
+  const Matrix<T>& P;
+  const SlotGram& G;
+  int R = 1, k = 1;
+  const Kokkos::View<double*, MemSpace>& partial;
+  const Kokkos::View<double*, MemSpace>::HostMirror& partial_h;
+};
+
+}  // namespace knmf::detail

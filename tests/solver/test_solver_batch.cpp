@@ -1,0 +1,136 @@
+// The batch of slots (src/solver/detail/slot_batch.hpp): the bytes it reports (which the memory
+// model plans with) are the bytes its Views take, in every mode and after a compaction; and
+// the update rules' per-slot convergence decisions (src/solver/detail/rule_*.hpp).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "knmf/core/types.hpp"
+#include "knmf/run/memory.hpp"
+#include "knmf/solver/nmf.hpp"
+#include "solver/engine.hpp"
+
+namespace {
+using namespace knmf;
+using detail::RunMode;
+using detail::SlotBatch;
+
+template <class T>
+void check_bytes(size_type n, size_type g, int k, int R, RunMode mode) {
+  SCOPED_TRACE(testing::Message() << n << " x " << g << ", k = " << k << ", R = " << R
+                                  << ", " << sizeof(T) << "-byte values, "
+                                  << (mode == RunMode::refit ? "refit" : "factorize"));
+  const auto want = detail::slot_batch_bytes(n, g, k, int(sizeof(T)), mode);
+  SlotBatch<T> b(ExecSpace(), n, g, k, mode);
+  b.allocate(R);
+  const std::int64_t views_per_slot = want.factors + want.grams + want.flags;
+  EXPECT_EQ(b.allocated_bytes(), R * views_per_slot);
+  b.download(b.H, 0, g, true);  // allocates the result stage
+  EXPECT_EQ(b.allocated_bytes(), R * views_per_slot + want.stage);
+  if (R > 1) {
+    b.compact({0, R - 1});
+    EXPECT_EQ(b.allocated_bytes(), 2 * views_per_slot + want.stage);
+  }
+  // what the memory model reads
+  const auto s = solver_bytes(n, g, k, int(sizeof(T)), mode == RunMode::refit);
+  EXPECT_EQ(s.per_slot, want.factors + want.grams + want.scratch);
+  EXPECT_EQ(s.per_batch, want.stage);
+  EXPECT_EQ(bytes_per_replicate(n, g, k, int(sizeof(T)), mode == RunMode::refit), s.per_slot);
+  EXPECT_EQ(batch_fixed_bytes(n, g, k, int(sizeof(T)), mode == RunMode::refit),
+            s.per_batch + (std::int64_t(8) << 20));
+}
+
+TEST(SlotBatch, ReportedBytesAreAllocatedBytes) {
+  for (RunMode mode : {RunMode::factorize, RunMode::refit}) {
+    check_bytes<double>(3000, 700, 5, 4, mode);  // n > g, three column chunks
+    check_bytes<float>(300, 2100, 3, 3, mode);   // g > n
+    check_bytes<double>(1, 1, 1, 1, mode);
+    check_bytes<float>(1025, 1024, 9, 5, mode);
+  }
+}
+
+TEST(SlotBatch, ProductScratchOnlyForTransposedHostProducts) {
+  const auto d = detail::slot_batch_bytes(20000, 3000, 4, 8, RunMode::factorize);
+  const auto f = detail::slot_batch_bytes(20000, 3000, 4, 4, RunMode::factorize);
+  EXPECT_EQ(f.scratch, 0);
+  EXPECT_EQ(d.scratch, detail::transposed_host_gemm<double> ? 8192 * 4 * 8 : 0);
+}
+
+SolverOptions options(SolverKind s, double tol, int max_iter, int check_every = 10) {
+  SolverOptions o;
+  o.solver = s;
+  o.tol = tol;
+  o.max_iter = max_iter;
+  o.check_every = check_every;
+  return o;
+}
+
+TEST(Rules, MuMeasuresEveryCheckAndAtMaxIter) {
+  using detail::MuRule;
+  using detail::Verdict;
+  const auto o = options(SolverKind::mu, 1e-4, 25, 10);
+  detail::SlotProgress p;
+  p.err_init = p.prev_err = 100.0;
+  int measured = 0;
+  for (int it = 1; it <= 25; ++it) {
+    const auto v = MuRule::after_update(o, p, 0.0);
+    EXPECT_EQ(p.iter, it);
+    if (v.kind != Verdict::measure) continue;
+    ++measured;
+    const auto d = MuRule::after_error(o, p, 100.0 - it);  // falls by 1 per iteration
+    EXPECT_EQ(d.kind, it == 25 ? Verdict::stop : Verdict::go_on);
+    if (it == 25) {
+      EXPECT_EQ(d.status, ReplicateStatus::max_iter);
+    }
+  }
+  EXPECT_EQ(measured, 3);  // 10, 20, 25
+  // converged: the fall since the last check below tol relative to the initial error
+  detail::SlotProgress q;
+  q.err_init = q.prev_err = 100.0;
+  for (int it = 1; it < 10; ++it) MuRule::after_update(o, q, 0.0);
+  EXPECT_EQ(MuRule::after_update(o, q, 0.0).kind, Verdict::measure);
+  const auto d = MuRule::after_error(o, q, 100.0 - 0.5e-2);
+  EXPECT_EQ(d.kind, Verdict::stop);
+  EXPECT_EQ(d.status, ReplicateStatus::converged);
+  // not finite
+  detail::SlotProgress r;
+  r.err_init = r.prev_err = 1.0;
+  for (int it = 1; it <= 10; ++it) MuRule::after_update(o, r, 0.0);
+  EXPECT_EQ(MuRule::after_error(o, r, std::numeric_limits<double>::quiet_NaN()).status,
+            ReplicateStatus::non_finite);
+  // tol = 0: only max_iter is measured
+  const auto o0 = options(SolverKind::mu, 0.0, 30, 10);
+  detail::SlotProgress z;
+  int m0 = 0;
+  for (int it = 1; it <= 30; ++it) m0 += MuRule::after_update(o0, z, 0.0).kind == Verdict::measure;
+  EXPECT_EQ(m0, 1);
+}
+
+TEST(Rules, CdStopsOnTheViolationRatio) {
+  using detail::CdRule;
+  using detail::Verdict;
+  const auto o = options(SolverKind::cd, 1e-2, 50);
+  detail::SlotProgress p;
+  EXPECT_EQ(CdRule::after_update(o, p, 10.0).kind, Verdict::go_on);
+  EXPECT_EQ(p.viol_init, 10.0);
+  EXPECT_EQ(CdRule::after_update(o, p, 0.2).kind, Verdict::go_on);
+  const auto d = CdRule::after_update(o, p, 0.1);  // 0.1 / 10 <= 1e-2
+  EXPECT_EQ(d.kind, Verdict::stop);
+  EXPECT_EQ(d.status, ReplicateStatus::converged);
+  detail::SlotProgress z;  // a zero first violation: converged at once
+  EXPECT_EQ(CdRule::after_update(o, z, 0.0).status, ReplicateStatus::converged);
+  detail::SlotProgress f;
+  EXPECT_EQ(CdRule::after_update(o, f, std::numeric_limits<double>::infinity()).status,
+            ReplicateStatus::non_finite);
+  const auto o2 = options(SolverKind::cd, 1e-9, 3);
+  detail::SlotProgress m;
+  CdRule::after_update(o2, m, 1.0);
+  CdRule::after_update(o2, m, 0.5);
+  const auto last = CdRule::after_update(o2, m, 0.4);
+  EXPECT_EQ(last.kind, Verdict::stop);
+  EXPECT_EQ(last.status, ReplicateStatus::max_iter);
+}
+
+}  // namespace
