@@ -248,8 +248,9 @@ XPlan plan_x(const FactorizeConfig& c, const io::H5adInfo& info, int k_max, int 
                            double(nnz) / (double(info.n_obs) * double(info.n_vars)), dense_bytes,
                            sparse_bytes, budget);
   x.bytes_x = x.choice.sparse ? sparse_bytes : dense_bytes;
+  // one replicate next to X: what the solver's batch allocates for one slot and per batch
   x.one = bytes_per_replicate(info.n_obs, info.n_vars, k_max, s, false) +
-          std::int64_t(k_max) * std::max(info.n_obs, info.n_vars) * s + (std::int64_t(8) << 20);
+          batch_fixed_bytes(info.n_obs, info.n_vars, k_max, s, false);
   x.in_core = x.bytes_x + x.one <= budget;
   if (!x.in_core) {
     x.stream_buffer = (budget - x.one) / 4;
