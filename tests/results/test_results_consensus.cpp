@@ -36,29 +36,11 @@ using knmf::test::synthetic_info;
 using knmf::test::synthetic_k_selection;
 using knmf::test::synthetic_result;
 using knmf::test::TempDir;
+using knmf::test::fast;
+using knmf::test::input_error_of;
+using knmf::test::slurp;
 
 namespace {
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-std::string input_error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no InputError thrown";
-  return {};
-}
-
-ResultsWriteOptions fast() {
-  ResultsWriteOptions o;
-  o.fsync = false;
-  return o;
-}
 
 /// A finished synthetic run at `path` (every replicate committed unless `leave` > 0).
 RunInfo make_run(const fs::path& path, const SyntheticRun& s = {}, std::size_t leave = 0,

@@ -33,30 +33,11 @@ using knmf::test::SyntheticRun;
 using knmf::test::synthetic_info;
 using knmf::test::synthetic_result;
 using knmf::test::TempDir;
+using knmf::test::fast;
+using knmf::test::input_error_of;
+using knmf::test::slurp;
 
 namespace {
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-/// The message of the InputError that `f` throws (a test failure if it throws none).
-std::string input_error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no InputError thrown";
-  return {};
-}
-
-ResultsWriteOptions fast() {
-  ResultsWriteOptions o;
-  o.fsync = false;
-  return o;
-}
 
 /// Write and commit every pending replicate, then finish.
 bool run_to_end(ResultsWriter& w) {

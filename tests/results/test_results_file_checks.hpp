@@ -4,13 +4,43 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iterator>
 #include <string>
 #include <vector>
+
+#include "knmf/core/error.hpp"
 
 #include "knmf/results/results_file.hpp"
 #include "test_results_file_support.hpp"
 
 namespace knmf::test {
+
+/// The bytes of a file.
+inline std::string slurp(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+/// The message of the InputError that `f` throws (a test failure if it throws none).
+inline std::string input_error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "no InputError thrown";
+  return {};
+}
+
+/// Writer options of the tests: no fsync (durability is the kill test's subject).
+inline io::ResultsWriteOptions fast() {
+  io::ResultsWriteOptions o;
+  o.fsync = false;
+  return o;
+}
 
 /// The run options, genes and job table of two RunInfos are equal (provenance aside).
 inline void expect_same_run(const io::RunInfo& a, const io::RunInfo& b) {
