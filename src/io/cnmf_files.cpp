@@ -7,6 +7,8 @@
 #include <cmath>
 #include <filesystem>
 #include <limits>
+#include <map>
+#include <utility>
 
 #include "knmf/core/error.hpp"
 #include "knmf/io/dataframe.hpp"
@@ -208,6 +210,7 @@ std::vector<Job> read_cnmf_job_table(const std::string& path) {
   };
   std::vector<Job> jobs;
   jobs.reserve(static_cast<std::size_t>(df.rows));
+  std::map<std::pair<int, int>, std::int64_t> row_of;  // (k, iter) -> first row
   for (std::int64_t r = 0; r < df.rows; ++r) {
     Job j;
     const std::int64_t k = value(r, ck, "n_components");
@@ -221,6 +224,12 @@ std::vector<Job> read_cnmf_job_table(const std::string& path) {
     j.k = static_cast<int>(k);
     j.iter = static_cast<int>(it);
     j.index = r;
+    // Each (k, iter) job has one spectra file (and one slot of a results file): a second row
+    // would silently run into the first one's file.
+    const auto [at, fresh] = row_of.emplace(std::pair{j.k, j.iter}, r);
+    if (!fresh)
+      input_error(path, ": rows ", at->second, " and ", r, " are both the job n_components ", j.k,
+                  ", iter ", j.iter, " (each (n_components, iter) must appear once)");
     jobs.push_back(j);
   }
   return jobs;

@@ -151,4 +151,17 @@ TEST(FactorizeRefusals, UnopenableLogJsonLeavesNoOutput) {
   EXPECT_EQ(n, 2);
 }
 
+// Item 7: a job table listing a (k, iter) job twice would run two jobs into one spectra file.
+TEST(FactorizeRefusals, JobTableWithADuplicatedJobIsRefused) {
+  TempDir tmp("knmf-refuse-dup");
+  const fs::path in = tmp / "in.h5ad";
+  write_small_x(in);
+  const auto p = make_cnmf_run(tmp.path(), "run", in, "", true);
+  const auto before = files_under(tmp.path());
+  const auto r = run_knmf({"factorize", "--output-dir", tmp.path().string(), "--name", "run", "--quiet"});
+  expect_one_error_line(r, {p.nmf_replicate_parameters(), "rows 1 and 3", "n_components 2, iter 1"},
+                        "duplicated job");
+  EXPECT_EQ(files_under(tmp.path()), before);
+}
+
 }  // namespace
