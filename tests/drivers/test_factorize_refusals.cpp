@@ -151,6 +151,23 @@ TEST(FactorizeRefusals, UnopenableLogJsonLeavesNoOutput) {
   EXPECT_EQ(n, 2);
 }
 
+// Item 7: names that are not UTF-8 would go into the results file's UTF-8 /genes (or cNMF's
+// data frames); they are refused in one line naming the file, the position and the bytes.
+TEST(FactorizeRefusals, NonUtf8GeneNamesAreRefusedBeforeWriting) {
+  TempDir tmp("knmf-refuse-utf8");
+  const fs::path in = tmp / "in.h5ad";
+  write_small_x(in, {"G0", "G1", "G2", "Caf\xe9", "G4", "G5", "G6", "G7"});
+  const auto p = make_cnmf_run(tmp.path(), "run", in);
+  const auto before = files_under(tmp.path());
+  const auto n = run_knmf({"factorize", in.string(), "-k", "2", "--n-iter", "2", "-o",
+                           (tmp / "r.h5").string(), "--quiet"});
+  expect_one_error_line(n, {in.string(), "gene name 3", "not valid UTF-8", "(bytes 43 61 66 e9)"},
+                        "native");
+  const auto c = run_knmf({"factorize", "--output-dir", tmp.path().string(), "--name", "run", "--quiet"});
+  expect_one_error_line(c, {p.normalized_counts(), "gene name 3", "(bytes 43 61 66 e9)"}, "cNMF mode");
+  EXPECT_EQ(files_under(tmp.path()), before);
+}
+
 // Item 7: a job table listing a (k, iter) job twice would run two jobs into one spectra file.
 TEST(FactorizeRefusals, JobTableWithADuplicatedJobIsRefused) {
   TempDir tmp("knmf-refuse-dup");
