@@ -144,7 +144,19 @@ private:
   const std::string& path_;
 };
 
+constexpr const char* kKnownKeys[] = {"alpha_W", "alpha_H", "l1_ratio", "tol", "max_iter",
+                                      "beta_loss", "init", "solver"};
+
 }  // namespace
+
+std::vector<std::string> unknown_key_warnings(const NmfRunParams& params, const std::string& path) {
+  std::string known;
+  for (const char* k : kKnownKeys) known += std::string(known.empty() ? "" : ", ") + k;
+  std::vector<std::string> out;
+  for (const auto& key : params.unknown_keys)
+    out.push_back(path + ": unknown key '" + key + "' is ignored (knmf reads " + known + ")");
+  return out;
+}
 
 NmfRunParams read_nmf_run_params(const std::string& path) {
   YAML::Node root;
@@ -157,13 +169,11 @@ NmfRunParams read_nmf_run_params(const std::string& path) {
   }
   if (!root.IsMap()) input_error(path, ": expected a YAML mapping of NMF parameters");
 
-  static const char* const known[] = {"alpha_W", "alpha_H", "l1_ratio", "tol", "max_iter",
-                                      "beta_loss", "init", "solver"};
   NmfRunParams p;
   try {
     for (const auto& kv : root) {
       const std::string key = kv.first.as<std::string>();
-      if (std::find(std::begin(known), std::end(known), key) == std::end(known))
+      if (std::find(std::begin(kKnownKeys), std::end(kKnownKeys), key) == std::end(kKnownKeys))
         p.unknown_keys.push_back(key);
     }
     const ParamReader r(root, path);

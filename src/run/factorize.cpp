@@ -95,6 +95,7 @@ RunPlan plan_cnmf(const FactorizeConfig& c) {
   require_file(p.paths.nmf_replicate_parameters(), "job table (run `cnmf prepare` first)");
   require_writable_dir(p.paths.tmp_dir(), "--output-dir");
   const auto params = io::read_nmf_run_params(p.paths.nmf_run_parameters());
+  p.warnings = io::unknown_key_warnings(params, p.paths.nmf_run_parameters());
   if (params.beta_loss != "frobenius")
     input_error(p.paths.nmf_run_parameters(), ": beta_loss '", params.beta_loss,
                 "' is not supported yet (knmf implements the Frobenius loss)");

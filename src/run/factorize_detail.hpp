@@ -68,6 +68,8 @@ struct RunPlan {
   std::optional<io::RunInfo> results_info;
   std::string results_path;
   std::unique_ptr<io::ResultsWriter> results;  ///< native mode, on the process that writes
+  /// One line each, printed as "knmf: warning: ..." by the process that planned.
+  std::vector<std::string> warnings;
 };
 
 /// cNMF mode: the run directory's job table (this worker's share), params and paths.
@@ -308,6 +310,7 @@ FactorizeSummary run_factorize_with(const FactorizeConfig& c, Parts& parts, std:
     require_writable_log(c);
     if (!c.cnmf_mode()) plan = plan_native(c, *reader);
   });
+  for (const auto& w : plan.warnings) log << "knmf: warning: " << w << "\n";
   if (!reader) reader.emplace(io::H5adReader::open(plan.x_path));
   const auto& info = reader->info();
   log_header(c, plan, info, log);

@@ -1,6 +1,7 @@
 // What `knmf factorize` refuses before it writes anything (issue 15), in both modes. Each
 // refusal is one line and exit status 1, and the folder holds nothing new afterwards (no
-// results file, no spectra file, no log).
+// results file, no spectra file, no log). An unknown key of cNMF's yaml is a warning, and the
+// run goes on.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -179,6 +180,22 @@ TEST(FactorizeRefusals, JobTableWithADuplicatedJobIsRefused) {
   expect_one_error_line(r, {p.nmf_replicate_parameters(), "rows 1 and 3", "n_components 2, iter 1"},
                         "duplicated job");
   EXPECT_EQ(files_under(tmp.path()), before);
+}
+
+// Item 7: an unknown key of the yaml is ignored, but not without a word.
+TEST(FactorizeRefusals, UnknownYamlKeysAreWarnedAbout) {
+  TempDir tmp("knmf-yaml-keys");
+  const fs::path in = tmp / "in.h5ad";
+  write_small_x(in);
+  const auto p = make_cnmf_run(tmp.path(), "run", in, "random_state: 3\nmax_iters: 10\n");
+  const auto r = run_knmf({"factorize", "--output-dir", tmp.path().string(), "--name", "run", "--quiet"});
+  ASSERT_EQ(r.status, 0) << r.out;
+  const auto ls = lines(r.out);
+  ASSERT_EQ(ls.size(), 2u) << r.out;
+  const std::string yaml = p.nmf_run_parameters();
+  EXPECT_EQ(ls[0].rfind("knmf: warning: " + yaml + ": unknown key 'random_state' is ignored", 0), 0u) << ls[0];
+  EXPECT_EQ(ls[1].rfind("knmf: warning: " + yaml + ": unknown key 'max_iters' is ignored", 0), 0u) << ls[1];
+  for (int it = 0; it < 3; ++it) EXPECT_TRUE(fs::exists(p.iter_spectra(2, it))) << it;
 }
 
 }  // namespace

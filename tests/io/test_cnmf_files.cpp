@@ -103,9 +103,16 @@ TEST(CnmfFiles, RealRunParameters) {
 }
 
 TEST(CnmfFiles, RunParameterProblemsNameFileAndKey) {
-  const auto extra = knmf::io::read_nmf_run_params(io_fixture("params_ok_extra_key.yaml"));
+  const std::string extra_path = io_fixture("params_ok_extra_key.yaml");
+  const auto extra = knmf::io::read_nmf_run_params(extra_path);
   EXPECT_EQ(extra.unknown_keys, (std::vector<std::string>{"random_state", "verbose"}));
   EXPECT_EQ(extra.max_iter, 1000);
+  // the warnings the commands print: one line per key, naming the file and the key
+  const auto warnings = knmf::io::unknown_key_warnings(extra, extra_path);
+  ASSERT_EQ(warnings.size(), 2u);
+  EXPECT_EQ(warnings[0].rfind(extra_path + ": unknown key 'random_state' is ignored", 0), 0u) << warnings[0];
+  EXPECT_NE(warnings[1].find("'verbose'"), std::string::npos) << warnings[1];
+  for (const auto& w : warnings) EXPECT_EQ(w.find('\n'), std::string::npos) << w;
 
   const auto same = knmf::io::read_nmf_run_params(io_fixture("params_alpha_same.yaml"));
   EXPECT_TRUE(same.alpha_H_same);
