@@ -23,7 +23,7 @@ public:
         "folders OUTPUT_DIR/NAME, any mix): programs matched by cosine similarity (Hungarian), "
         "max/median relative difference of matched spectra, min cosine, iteration and final-error "
         "differences per k and overall. Exit status 0: every job within the thresholds; 3: some "
-        "job outside them; 1: unusable input. See docs/compare.md");
+        "job outside them or without a partner; 1: unusable input. See docs/compare.md");
     sub->add_option("A", o_.a, "knmf results file (.h5) or cNMF run folder OUTPUT_DIR/NAME")
         ->required();
     sub->add_option("B", o_.b, "knmf results file (.h5) or cNMF run folder OUTPUT_DIR/NAME")
@@ -37,6 +37,9 @@ public:
     sub->add_option("--min-cos", o_.min_cos,
                     "a job fails when a matched pair's cosine similarity is below this")
         ->capture_default_str();
+    sub->add_flag("--allow-unpaired", o_.allow_unpaired,
+                  "jobs present on one side only do not fail the comparison (they are listed; "
+                  "by default they fail it)");
     sub->add_option("--json", json_, "also write the report as JSON to FILE ('-': stdout, and the "
                                      "table goes to stderr)");
   }

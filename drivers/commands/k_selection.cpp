@@ -13,6 +13,7 @@
 #include "knmf/consensus/native_mode.hpp"
 #include "knmf/consensus/plot.hpp"
 #include "knmf/core/error.hpp"
+#include "knmf/io/atomic_file.hpp"
 #include "knmf/io/cnmf_files.hpp"
 
 namespace knmf::cli {
@@ -46,6 +47,9 @@ public:
     const std::string png = !plot_.empty() ? plot_
                             : folder       ? paths.k_selection_plot()
                                            : beside_results(results_, "k_selection.png");
+    // The plot is written last: a --plot that cannot be written stops the command before the
+    // results file or the stats table change. (The default places are the folders of those.)
+    if (!plot_.empty()) io::require_writable_target(png, "--plot '" + png + "'");
     if (native) {
       consensus::NativeRequest req;
       req.results = results_;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <set>
 #include <sstream>
 #include <unordered_map>
@@ -66,8 +67,10 @@ struct RunInputs {
 RunInputs read_run_inputs(const io::CnmfPaths& paths) {
   RunInputs in;
   in.jobs = io::read_cnmf_job_table(paths.nmf_replicate_parameters());
-  in.solver = solver_options_from(io::read_nmf_run_params(paths.nmf_run_parameters()),
-                                  paths.nmf_run_parameters());
+  const auto params = io::read_nmf_run_params(paths.nmf_run_parameters());
+  for (const auto& w : io::unknown_key_warnings(params, paths.nmf_run_parameters()))
+    std::cerr << "knmf: warning: " << w << "\n";
+  in.solver = solver_options_from(params, paths.nmf_run_parameters());
   in.X = std::make_unique<H5adRowSource>(paths.normalized_counts());
   in.genes = in.X->column_names();
   return in;

@@ -108,6 +108,14 @@ void AtomicFile::commit(Replace replace) {
   sync_path(folder_of(target_), true, what_);
 }
 
+void require_writable_target(const fs::path& target, const std::string& what) {
+  const std::string w = what.empty() ? target.string() : what;
+  std::error_code ec;
+  if (target.filename().empty() || fs::is_directory(target, ec))
+    input_error(w, ": is a folder, not a file");
+  AtomicFile probe(target, w);  // the folder takes a new file; the probe is removed on return
+}
+
 std::string temp_target(const std::string& filename, pid_t* pid) {
   // .<target>.knmf-tmp-<pid>-<n>
   const auto at = filename.rfind(kMarker);

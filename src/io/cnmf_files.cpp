@@ -7,6 +7,8 @@
 #include <cmath>
 #include <filesystem>
 #include <limits>
+#include <map>
+#include <utility>
 
 #include "knmf/core/error.hpp"
 #include "knmf/io/dataframe.hpp"
@@ -142,7 +144,19 @@ private:
   const std::string& path_;
 };
 
+constexpr const char* kKnownKeys[] = {"alpha_W", "alpha_H", "l1_ratio", "tol", "max_iter",
+                                      "beta_loss", "init", "solver"};
+
 }  // namespace
+
+std::vector<std::string> unknown_key_warnings(const NmfRunParams& params, const std::string& path) {
+  std::string known;
+  for (const char* k : kKnownKeys) known += std::string(known.empty() ? "" : ", ") + k;
+  std::vector<std::string> out;
+  for (const auto& key : params.unknown_keys)
+    out.push_back(path + ": unknown key '" + key + "' is ignored (knmf reads " + known + ")");
+  return out;
+}
 
 NmfRunParams read_nmf_run_params(const std::string& path) {
   YAML::Node root;
@@ -155,13 +169,11 @@ NmfRunParams read_nmf_run_params(const std::string& path) {
   }
   if (!root.IsMap()) input_error(path, ": expected a YAML mapping of NMF parameters");
 
-  static const char* const known[] = {"alpha_W", "alpha_H", "l1_ratio", "tol", "max_iter",
-                                      "beta_loss", "init", "solver"};
   NmfRunParams p;
   try {
     for (const auto& kv : root) {
       const std::string key = kv.first.as<std::string>();
-      if (std::find(std::begin(known), std::end(known), key) == std::end(known))
+      if (std::find(std::begin(kKnownKeys), std::end(kKnownKeys), key) == std::end(kKnownKeys))
         p.unknown_keys.push_back(key);
     }
     const ParamReader r(root, path);
@@ -208,6 +220,7 @@ std::vector<Job> read_cnmf_job_table(const std::string& path) {
   };
   std::vector<Job> jobs;
   jobs.reserve(static_cast<std::size_t>(df.rows));
+  std::map<std::pair<int, int>, std::int64_t> row_of;  // (k, iter) -> first row
   for (std::int64_t r = 0; r < df.rows; ++r) {
     Job j;
     const std::int64_t k = value(r, ck, "n_components");
@@ -221,6 +234,12 @@ std::vector<Job> read_cnmf_job_table(const std::string& path) {
     j.k = static_cast<int>(k);
     j.iter = static_cast<int>(it);
     j.index = r;
+    // Each (k, iter) job has one spectra file (and one slot of a results file): a second row
+    // would silently run into the first one's file.
+    const auto [at, fresh] = row_of.emplace(std::pair{j.k, j.iter}, r);
+    if (!fresh)
+      input_error(path, ": rows ", at->second, " and ", r, " are both the job n_components ", j.k,
+                  ", iter ", j.iter, " (each (n_components, iter) must appear once)");
     jobs.push_back(j);
   }
   return jobs;

@@ -627,9 +627,31 @@ std::string format_compare_report(const CompareReport& r) {
   for (const auto& s : r.per_k) o << summary_line(std::to_string(s.k), s);
   o << summary_line("all", r.overall);
   o << "\n";
+  const std::size_t unpaired = r.only_in_a.size() + r.only_in_b.size();
   if (r.passed()) {
-    o << "PASS: all " << r.overall.jobs << " compared jobs are within the thresholds\n";
-  } else {
+    o << "PASS: all " << r.overall.jobs << " compared jobs are within the thresholds";
+    if (unpaired > 0) o << " (" << unpaired << " jobs without a partner not compared: --allow-unpaired)";
+    o << "\n";
+    return o.str();
+  }
+  if (r.unpaired_fail()) {
+    o << "FAIL: " << unpaired << " jobs have no partner on the other side (A: " << r.a.path
+      << ", B: " << r.b.path << "); --allow-unpaired compares only the paired ones:\n";
+    for (const auto* side : {&r.only_in_a, &r.only_in_b}) {
+      if (side->empty()) continue;
+      o << "  only in " << (side == &r.only_in_a ? "A" : "B") << ":";
+      std::size_t shown = 0;
+      for (const auto& [k, it] : *side) {
+        if (shown++ == 20) {
+          o << " ... (" << side->size() << " in all)";
+          break;
+        }
+        o << (shown > 1 ? "," : "") << " (k = " << k << ", iter = " << it << ")";
+      }
+      o << "\n";
+    }
+  }
+  if (r.overall.failed > 0) {
     o << "FAIL: " << r.overall.failed << " of " << r.overall.jobs
       << " compared jobs are outside the thresholds:\n";
     for (const auto& j : r.jobs) {
@@ -647,6 +669,7 @@ std::string compare_report_json(const CompareReport& r) {
   j["a"] = side_json(r.a);
   j["b"] = side_json(r.b);
   j["thresholds"] = {{"rtol", r.options.rtol}, {"min_cos", r.options.min_cos}};
+  j["allow_unpaired"] = r.options.allow_unpaired;
   j["genes"] = {{"count", r.a.n_genes}, {"reordered", r.genes_reordered}};
   auto pairs = [](const std::vector<std::pair<int, int>>& v) {
     nlohmann::json a = nlohmann::json::array();

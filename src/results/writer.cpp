@@ -96,7 +96,20 @@ struct ResultsWriter::Impl {
 
   void resume() {
     resumed = true;
-    // Inspect read-only first: a file that is not ours is never opened for writing.
+    const RunInfo old = inspect();
+    info.created = old.created;
+    open_for_writing();
+    // This session's provenance goes to the first free slot (raw data: no metadata change).
+    auto slots = h5::read_string_dataset(file, sessions.get(), "/sessions");
+    std::size_t slot = 0;
+    while (slot + 1 < slots.size() && !slots[slot].empty()) ++slot;
+    write_session(fid.get(), slot);
+    flush();
+  }
+
+  /// The existing file, read-only: InputError unless it is a knmf results file of this very
+  /// run (a file that is not ours is never opened for writing). Returns the run it records.
+  RunInfo inspect() const {
     RunInfo old;
     {
       if (H5Fis_hdf5(file.c_str()) <= 0)
@@ -115,14 +128,7 @@ struct ResultsWriter::Impl {
     if (!was.empty())
       input_error(file, " was written with ", was, "; this run asks ", now,
                   ": use a new -o file or the same options");
-    info.created = old.created;
-    open_for_writing();
-    // This session's provenance goes to the first free slot (raw data: no metadata change).
-    auto slots = h5::read_string_dataset(file, sessions.get(), "/sessions");
-    std::size_t slot = 0;
-    while (slot + 1 < slots.size() && !slots[slot].empty()) ++slot;
-    write_session(fid.get(), slot);
-    flush();
+    return old;
   }
 
   void write_session(hid_t f, std::size_t slot) {
@@ -246,6 +252,37 @@ ResultsWriter ResultsWriter::create_or_resume(const fs::path& path, const RunInf
     m->create();
   }
   return ResultsWriter(std::move(m));
+}
+
+std::vector<Job> ResultsWriter::check(const fs::path& path, const RunInfo& info) {
+  h5::ErrorSilencer quiet;
+  Impl m;
+  m.path = path;
+  m.file = path.string();
+  m.info = prepare(info, m.file);
+  std::error_code ec;
+  const auto st = fs::status(path, ec);
+  if (!fs::exists(st)) {
+    AtomicFile probe(path, m.file);  // the folder takes a new file; removed again on return
+    return m.info.jobs;
+  }
+  if (fs::is_directory(st)) input_error(m.file, " is a folder, not a results file");
+  m.inspect();
+  if (::access(m.file.c_str(), W_OK) != 0)
+    input_error(m.file, ": cannot open for writing (", std::strerror(errno), ")");
+  h5::PropList fapl = file_access(false);
+  h5::File f(H5Fopen(m.file.c_str(), H5F_ACC_RDONLY, fapl.get()));
+  if (!f) h5::fail(m.file, "cannot open");
+  for (int k : m.info.ks) {
+    const KGroup g = open_kgroup(m.file, f.get(), m.info, k);
+    std::vector<std::uint8_t> done(static_cast<std::size_t>(m.info.n_iter));
+    read_all(m.file, g.completed.get(), g.ds("completed"), H5T_NATIVE_UINT8, done.data());
+    m.flags.push_back(std::move(done));
+  }
+  std::vector<Job> out;
+  for (const Job& j : m.info.jobs)
+    if (!m.flags[static_cast<std::size_t>(m.group_of(j.k))][static_cast<std::size_t>(j.iter)]) out.push_back(j);
+  return out;
 }
 
 const fs::path& ResultsWriter::path() const { return impl_->path; }

@@ -4,8 +4,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -93,6 +95,7 @@ RunPlan plan_cnmf(const FactorizeConfig& c) {
   require_file(p.paths.nmf_replicate_parameters(), "job table (run `cnmf prepare` first)");
   require_writable_dir(p.paths.tmp_dir(), "--output-dir");
   const auto params = io::read_nmf_run_params(p.paths.nmf_run_parameters());
+  p.warnings = io::unknown_key_warnings(params, p.paths.nmf_run_parameters());
   if (params.beta_loss != "frobenius")
     input_error(p.paths.nmf_run_parameters(), ": beta_loss '", params.beta_loss,
                 "' is not supported yet (knmf implements the Frobenius loss)");
@@ -152,18 +155,49 @@ RunPlan plan_native(const FactorizeConfig& c, const io::H5adReader& reader) {
   info.batch_size = c.batch;
   info.jobs = cnmf_job_table(c.ks, c.n_iter, c.seed);
   p.total = std::int64_t(info.jobs.size());
-  p.results = std::make_unique<io::ResultsWriter>(io::ResultsWriter::create_or_resume(out, info));
-  p.jobs = p.results->pending();
+  p.jobs = io::ResultsWriter::check(out, info);
+  p.results_path = out.string();
+  p.results_info = std::move(info);
   p.skipped = p.total - std::int64_t(p.jobs.size());
   p.solver.return_W = c.save_usages;
   return p;
 }
 
+void require_writable_log(const FactorizeConfig& c) {
+  if (c.log_json.empty()) return;
+  const std::string what = "--log-json '" + c.log_json + "'";
+  io::require_writable_target(c.log_json, what);
+  // the log is opened in place (truncated), not replaced: an existing file must be writable
+  std::error_code ec;
+  if (fs::exists(c.log_json, ec) && ::access(c.log_json.c_str(), W_OK) != 0)
+    input_error(what, ": cannot open for writing (", std::strerror(errno), ")");
+}
+
+bool open_results(RunPlan& plan) {
+  if (!plan.results_info) return false;
+  if (plan.results) return true;
+  plan.results = std::make_unique<io::ResultsWriter>(
+      io::ResultsWriter::create_or_resume(plan.results_path, *plan.results_info));
+  const auto now = plan.results->pending();
+  const auto same = [](const Job& a, const Job& b) {
+    return a.k == b.k && a.iter == b.iter && a.seed == b.seed && a.index == b.index;
+  };
+  if (!std::equal(now.begin(), now.end(), plan.jobs.begin(), plan.jobs.end(), same))
+    input_error(plan.results_path, ": its pending replicates changed while this run read its "
+                "input (", plan.jobs.size(), " when it started, ", now.size(),
+                " now: is another knmf run writing it?); run again to resume");
+  return true;
+}
+
 ResultStore::ResultStore(const FactorizeConfig& c, RunPlan& plan, std::vector<std::string> genes)
-    : plan_(plan), genes_(std::move(genes)), last_commit_(std::chrono::steady_clock::now()) {
-  if (!c.log_json.empty()) {
-    json_.open(c.log_json, std::ios::trunc);
-    if (!json_) input_error("--log-json '", c.log_json, "': cannot open for writing");
+    : plan_(plan), genes_(std::move(genes)), log_json_(c.log_json),
+      last_commit_(std::chrono::steady_clock::now()) {}
+
+void ResultStore::open() {
+  open_results(plan_);
+  if (!log_json_.empty() && !json_.is_open()) {
+    json_.open(log_json_, std::ios::trunc);
+    if (!json_) input_error("--log-json '", log_json_, "': cannot open for writing");
   }
 }
 
@@ -180,7 +214,7 @@ void ResultStore::store(const ReplicateResult& r, bool write_files) {
     io::write_cnmf_spectra(plan_.paths.iter_spectra(r.job.k, r.job.iter), r.H.data(), r.job.k,
                            r.g, genes_);
   }
-  if (json_) {
+  if (json_.is_open()) {
     nlohmann::json j{{"k", r.job.k},
                      {"iter", r.job.iter},
                      {"seed", r.job.seed},

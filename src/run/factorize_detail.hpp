@@ -63,14 +63,27 @@ struct RunPlan {
   std::int64_t total = 0, skipped = 0;
   SolverOptions solver;
   io::CnmfPaths paths{"", ""};
+  /// Native mode, on the process that writes: the results file checked by the plan
+  /// (ResultsWriter::check), created or resumed by ResultStore::open once X is read.
+  std::optional<io::RunInfo> results_info;
+  std::string results_path;
   std::unique_ptr<io::ResultsWriter> results;  ///< native mode, on the process that writes
+  /// One line each, printed as "knmf: warning: ..." by the process that planned.
+  std::vector<std::string> warnings;
 };
 
 /// cNMF mode: the run directory's job table (this worker's share), params and paths.
 RunPlan plan_cnmf(const FactorizeConfig& c);
-/// Native mode: cNMF's job table for the arguments; the results file is created or resumed
-/// and only its pending jobs remain.
+/// Native mode: cNMF's job table for the arguments, less the jobs the results file already
+/// holds; the results file is checked (nothing is written: ResultStore::open creates or
+/// resumes it).
 RunPlan plan_native(const FactorizeConfig& c, const io::H5adReader& reader);
+/// --log-json: InputError (nothing written) when the file could not be written.
+void require_writable_log(const FactorizeConfig& c);
+/// Native mode, on the process that writes: creates or resumes the results file the plan
+/// checked (plan.results); false elsewhere. InputError when it no longer holds the plan's
+/// pending jobs (another run wrote it since).
+bool open_results(RunPlan& plan);
 /// Native mode: InputError when INPUT.h5ad does not exist.
 void require_input(const FactorizeConfig& c);
 
@@ -127,6 +140,9 @@ void check_fits(const FactorizeConfig& c, const io::H5adReader& reader, const st
 class ResultStore {
 public:
   ResultStore(const FactorizeConfig& c, RunPlan& plan, std::vector<std::string> genes);
+  /// The first write of a run, once X is read and valid: open_results(plan), and the
+  /// --log-json file.
+  void open();
   void begin_k(int R) { commit_every_ = R; }
   /// `write_files`: write the cNMF spectra file here (false when another process does).
   void store(const ReplicateResult& r, bool write_files = true);
@@ -137,6 +153,7 @@ public:
 private:
   RunPlan& plan_;
   std::vector<std::string> genes_;
+  std::string log_json_;
   std::ofstream json_;
   int commit_every_ = 1, uncommitted_ = 0;
   std::chrono::steady_clock::time_point last_commit_;
@@ -290,19 +307,23 @@ FactorizeSummary run_factorize_with(const FactorizeConfig& c, Parts& parts, std:
       require_input(c);
     reader.emplace(io::H5adReader::open(c.cnmf_mode() ? plan.x_path : c.input));
     check_fits(c, *reader, c.cnmf_mode() ? ks_of(plan.jobs) : c.ks, s, budget, parts);
+    require_writable_log(c);
     if (!c.cnmf_mode()) plan = plan_native(c, *reader);
   });
+  for (const auto& w : plan.warnings) log << "knmf: warning: " << w << "\n";
   if (!reader) reader.emplace(io::H5adReader::open(plan.x_path));
   const auto& info = reader->info();
   log_header(c, plan, info, log);
   if (plan.jobs.empty()) {
-    if (plan.results) plan.results->finish();
+    if (open_results(plan)) plan.results->finish();
     if (!c.quiet) log << "knmf factorize: nothing to do\n";
     FactorizeSummary empty;
     empty.jobs_total = plan.total;
     empty.jobs_skipped = plan.skipped;
     return empty;
   }
+  // Nothing is written before X is read and valid (run_on_x loads and checks it; under MPI
+  // every rank's part): the results file and the --log-json file are made by store.open().
   ResultStore store(c, plan, reader->var_names());
   Progress progress(std::int64_t(plan.jobs.size()), c.progress_seconds, c.quiet, log);
   int k_max = 1;
@@ -311,6 +332,7 @@ FactorizeSummary run_factorize_with(const FactorizeConfig& c, Parts& parts, std:
   const RunContext run{c, plan, *reader, store, progress, budget, log};
   FactorizeSummary sum = parts.template run_on_x<T>(
       run, where, [&](const auto& X, std::int64_t bytes_x, JobChannel& channel) {
+        store.open();
         return run_jobs(c, plan, channel, &store, X, budget, bytes_x, t0, log);
       });
   parts.reduce(sum);

@@ -175,6 +175,32 @@ TEST(Cli, ConsensusAndKSelectionCommands) {
   EXPECT_EQ(list_files(tmp.path()), before);
 }
 
+// The plot is k-selection's last output: a --plot that cannot be written stops the command
+// before the stats table (cNMF mode) or /k_selection (native mode) is written.
+TEST(Cli, UnwritablePlotStopsKSelectionBeforeAnyOutput) {
+  TempDir tmp("knmf-cli-plot");
+  make_pbmc_run(tmp.path(), false);
+  const fs::path results = tmp.path() / "run.h5";
+  make_pbmc_results(results, tmp.path(), {6});
+  const auto bytes = [&] {
+    std::ifstream in(results, std::ios::binary);
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  };
+  const std::string kept = bytes();
+  const auto before = list_files(tmp.path());
+  const std::string dir = tmp.path().string();
+  for (const std::string& png : {(tmp.path() / "no" / "such" / "k.png").string(), dir}) {
+    EXPECT_EQ(cli::run({"knmf", "k-selection", "--output-dir", dir, "--name", "pbmcA", "-k", "6",
+                        "--plot", png}),
+              1)
+        << png;
+    EXPECT_EQ(cli::run({"knmf", "k-selection", "--results", results.string(), "--plot", png}), 1) << png;
+    EXPECT_EQ(list_files(tmp.path()), before) << png;
+    EXPECT_TRUE(bytes() == kept) << png << ": the results file changed";
+  }
+  EXPECT_FALSE(io::ResultsReader::open(results).k_selection());
+}
+
 // Native mode from the command line: the outputs go into the results file (and the figures
 // beside it), cNMF's files only when --output-dir/--name are given.
 TEST(Cli, NativeModeWritesIntoTheResultsFile) {

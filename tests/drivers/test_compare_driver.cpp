@@ -74,6 +74,27 @@ TEST(CompareDriver, PerturbedJobExitsThreeAndIsNamed) {
   EXPECT_EQ(nlohmann::json::parse(js.out.substr(brace + 1))["failures"].size(), 1u);
 }
 
+// A job of one side without a partner on the other is not a PASS: exit 3, the jobs named;
+// --allow-unpaired compares the paired ones only.
+TEST(CompareDriver, UnpairedJobsFailUnlessAllowed) {
+  TempDir tmp;
+  const FakeRun run = knmf::test::make_fake_run({3, 4}, 3, 40);
+  FakeRun part = run;
+  part.spectra.erase({4, 1});
+  knmf::test::write_results(run, tmp / "a.h5");
+  const auto dir = knmf::test::write_cnmf_replicates(part, tmp.path(), "b");
+  const std::string a = (tmp / "a.h5").string();
+  const auto r = run_knmf({"compare", a, dir.string(), "--json", (tmp / "c.json").string()});
+  EXPECT_EQ(r.status, 3) << r.out;
+  EXPECT_EQ(r.out.find("PASS"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("FAIL: 1 jobs have no partner on the other side"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("only in A: (k = 4, iter = 1)"), std::string::npos) << r.out;
+  EXPECT_FALSE(read_json(tmp / "c.json")["passed"].get<bool>());
+  const auto ok = run_knmf({"compare", a, dir.string(), "--allow-unpaired"});
+  EXPECT_EQ(ok.status, 0) << ok.out;
+  EXPECT_NE(ok.out.find("PASS: all 5 compared jobs"), std::string::npos) << ok.out;
+}
+
 TEST(CompareDriver, BadInputsGiveOneLineErrors) {
   TempDir tmp;
   const FakeRun run = knmf::test::make_fake_run({3}, 2, 20);
@@ -108,8 +129,9 @@ TEST(CompareDriver, PbmcANativeAgainstCnmfReference) {
   const auto f = run_knmf({"factorize", (base / "prepare" / "pbmcA" / "cnmf_tmp" / "pbmcA.norm_counts.h5ad").string(),
                            "-k", "5", "--n-iter", "20", "--seed", "14", "-o", results, "--quiet"});
   ASSERT_EQ(f.status, 0) << f.out;
+  // the reference also has k = 6, 7, 8: compare the paired jobs (k = 5) only
   const auto r = run_knmf({"compare", results, (base / "reference" / "pbmcA").string(), "--json",
-                           (tmp / "c.json").string()});
+                           (tmp / "c.json").string(), "--allow-unpaired"});
   EXPECT_EQ(r.status, 0) << r.out;
   std::cout << r.out;
   const auto j = read_json(tmp / "c.json");

@@ -66,6 +66,28 @@ TEST(CnmfFiles, JobTableFromAnIntegerFrameAndBadTables) {
   KNMF_EXPECT_INPUT_ERROR(knmf::io::read_cnmf_job_table(path), path, "row 1 has nmf_seed -5");
 }
 
+// Each (k, iter) job has one spectra file: a table listing one twice would run two jobs into
+// one file. It is refused, naming the file and both rows.
+TEST(CnmfFiles, JobTableWithADuplicatedJobIsRefused) {
+  knmf::test::TempDir dir("knmf-cnmf-dup");
+  knmf::io::DataFrame df;
+  df.rows = 3;
+  df.cols = 3;
+  df.data_descr = "<i8";
+  df.data = {7, 3, 11, 7, 4, 12, 7, 3, 13};
+  df.index = {knmf::io::Label{std::int64_t{0}}, knmf::io::Label{std::int64_t{1}},
+              knmf::io::Label{std::int64_t{2}}};
+  df.columns = {knmf::io::Label{"n_components"}, knmf::io::Label{"iter"}, knmf::io::Label{"nmf_seed"}};
+  const auto path = (dir / "jobs.df.npz").string();
+  knmf::io::write_df_npz(path, df);
+  KNMF_EXPECT_INPUT_ERROR(knmf::io::read_cnmf_job_table(path), path, "rows 0 and 2",
+                          "n_components 7, iter 3");
+  // the same iter under another k is another job
+  df.data[6] = 8;
+  knmf::io::write_df_npz(path, df);
+  EXPECT_EQ(knmf::io::read_cnmf_job_table(path).size(), 3u);
+}
+
 TEST(CnmfFiles, RealRunParameters) {
   const auto p = knmf::io::read_nmf_run_params(prepared("pbmcA.nmf_idvrun_params.yaml"));
   EXPECT_EQ(p.solver, "cd");
@@ -81,9 +103,16 @@ TEST(CnmfFiles, RealRunParameters) {
 }
 
 TEST(CnmfFiles, RunParameterProblemsNameFileAndKey) {
-  const auto extra = knmf::io::read_nmf_run_params(io_fixture("params_ok_extra_key.yaml"));
+  const std::string extra_path = io_fixture("params_ok_extra_key.yaml");
+  const auto extra = knmf::io::read_nmf_run_params(extra_path);
   EXPECT_EQ(extra.unknown_keys, (std::vector<std::string>{"random_state", "verbose"}));
   EXPECT_EQ(extra.max_iter, 1000);
+  // the warnings the commands print: one line per key, naming the file and the key
+  const auto warnings = knmf::io::unknown_key_warnings(extra, extra_path);
+  ASSERT_EQ(warnings.size(), 2u);
+  EXPECT_EQ(warnings[0].rfind(extra_path + ": unknown key 'random_state' is ignored", 0), 0u) << warnings[0];
+  EXPECT_NE(warnings[1].find("'verbose'"), std::string::npos) << warnings[1];
+  for (const auto& w : warnings) EXPECT_EQ(w.find('\n'), std::string::npos) << w;
 
   const auto same = knmf::io::read_nmf_run_params(io_fixture("params_alpha_same.yaml"));
   EXPECT_TRUE(same.alpha_H_same);

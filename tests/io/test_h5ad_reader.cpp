@@ -5,6 +5,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "io_test_util.hpp"
 #include "test_h5ad_support.hpp"
 
 namespace {
@@ -224,6 +225,47 @@ TEST(H5adReader, BadValuesCaughtOnEveryPath) {
     r.read_csr_rows(0, 3, b);
     r.read_csr_rows(5, 6, b);
   }
+}
+
+/// Names must be UTF-8 (knmf stores them as UTF-8 strings): a name that is not is refused in
+/// one line naming the file, the dataset, the name's position and its bytes.
+TEST(H5adReader, NonUtf8NamesAreRefusedNamingPositionAndBytes) {
+  knmf::test::TempDir tmp("knmf-h5ad-utf8");
+  CsrBlock<float> X;
+  X.row_end = 2;
+  X.ncols = 3;
+  X.row_offsets = {0, 1, 2};
+  X.cols = {0, 2};
+  X.values = {1.0f, 2.0f};
+  const auto good = (tmp / "good.h5ad").string();
+  // 2-, 3- and 4-byte sequences are names like any other
+  knmf::io::write_h5ad(good, X, {"cell\xc3\xa9", "c2"}, {"G\xc3\xa8ne", "\xe2\x82\xac", "\xf0\x9f\xa7\xac"});
+  const auto ok = H5adReader::open(good);
+  EXPECT_EQ(ok.var_names()[2], "\xf0\x9f\xa7\xac");
+  EXPECT_EQ(ok.obs_names()[0], "cell\xc3\xa9");
+  struct Case {
+    std::string name, bytes;
+    int at;
+  };
+  const std::vector<Case> bad = {
+      {"Ge\xffne", "47 65 ff 6e 65", 2},        // not UTF-8 at all (Latin-1 y-umlaut)
+      {"G\xe8ne", "47 e8 6e 65", 1},            // Latin-1 e-grave: a truncated sequence
+      {"\xc0\xaf", "c0 af", 0},                // overlong '/'
+      {"x\xed\xa0\x80", "78 ed a0 80", 1},     // a UTF-16 surrogate
+      {"\xf4\x90\x80\x80", "f4 90 80 80", 0},  // above U+10FFFF
+  };
+  for (const auto& c : bad) {
+    const auto path = (tmp / "bad.h5ad").string();
+    knmf::io::write_h5ad(path, X, {}, {"A", c.name, "C"});
+    const auto r = H5adReader::open(path);
+    KNMF_EXPECT_INPUT_ERROR(r.var_names(), path, "gene name 1 (/var/_index[1])",
+                            "not valid UTF-8 at byte " + std::to_string(c.at), "(bytes " + c.bytes + ")");
+  }
+  const auto path = (tmp / "bad_obs.h5ad").string();
+  knmf::io::write_h5ad(path, X, {"c1", "c\xfe"}, {});
+  const auto r = H5adReader::open(path);
+  EXPECT_NO_THROW(r.var_names());
+  KNMF_EXPECT_INPUT_ERROR(r.obs_names(), path, "cell name 1 (/obs/_index[1])", "(bytes 63 fe)");
 }
 
 TEST(H5adReader, MissingFile) {

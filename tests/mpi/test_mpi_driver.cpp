@@ -2,6 +2,7 @@
 // outputs equal a single-process run, kill-and-restart resumes, a failing rank ends the run.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <set>
 
 #include "driver_support.hpp"
@@ -213,12 +214,18 @@ TEST_F(MpiDriver, AFailingRankEndsTheRunWithItsMessage) {
   }
   const auto t0 = std::chrono::steady_clock::now();
   const auto r = run(mpi({"factorize", bad, "-k", "2", "--n-iter", "2", "-o",
-                          (tmp.path() / "r.h5").string(), "--distribute", "rows"}));
+                          (tmp.path() / "r.h5").string(), "--distribute", "rows", "--log-json",
+                          (tmp.path() / "log.json").string()}));
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_NE(r.status, 0) << r.out;
   EXPECT_NE(r.out.find("bad.h5ad"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("not finite"), std::string::npos) << r.out;
   EXPECT_LT(secs, 60.0);
+  // nothing is written before every rank has read and checked its rows of X
+  std::vector<std::string> left;
+  for (const auto& e : fs::directory_iterator(tmp.path())) left.push_back(e.path().filename().string());
+  std::sort(left.begin(), left.end());
+  EXPECT_EQ(left, std::vector<std::string>{"bad.h5ad"}) << "a failed run left output behind";
   std::printf("failing rank: exit %d after %.1f s\n", r.status, secs);
 }
 

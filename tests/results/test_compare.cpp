@@ -288,7 +288,9 @@ TEST(Compare, DifferentGenesAreRefused) {
   EXPECT_NE(error_of(o).find("has 29"), std::string::npos);
 }
 
-TEST(Compare, PartialOverlapIsReported) {
+// Jobs of one side without a partner cannot be compared: they fail the comparison (and are
+// listed) unless the user asks to compare the paired jobs only.
+TEST(Compare, PartialOverlapFailsUnlessAllowed) {
   TempDir tmp;
   const FakeRun run = knmf::test::make_fake_run({3, 4}, 3, 20);
   FakeRun part = run;
@@ -298,12 +300,36 @@ TEST(Compare, PartialOverlapIsReported) {
   knmf::test::write_results(run, tmp / "a.h5");
   const auto dir = knmf::test::write_cnmf_replicates(part, tmp.path(), "part");
   const auto r = compare((tmp / "a.h5").string(), dir.string());
-  EXPECT_TRUE(r.passed());
+  EXPECT_FALSE(r.passed());
+  EXPECT_TRUE(r.unpaired_fail());
   EXPECT_EQ(r.overall.jobs, 3);
+  EXPECT_EQ(r.overall.failed, 0);
   EXPECT_EQ(r.only_in_a, (std::vector<std::pair<int, int>>{{3, 0}, {4, 0}, {4, 2}}));
   EXPECT_TRUE(r.only_in_b.empty());
+  const std::string text = knmf::format_compare_report(r);
+  EXPECT_EQ(text.find("PASS"), std::string::npos) << text;
+  EXPECT_NE(text.find("FAIL: 3 jobs have no partner on the other side"), std::string::npos) << text;
+  EXPECT_NE(text.find("only in A: (k = 3, iter = 0), (k = 4, iter = 0), (k = 4, iter = 2)\n"),
+            std::string::npos) << text;
   const auto j = nlohmann::json::parse(knmf::compare_report_json(r));
   EXPECT_EQ(j["only_in_a"].size(), 3u);
+  EXPECT_FALSE(j["passed"].get<bool>());
+  EXPECT_FALSE(j["allow_unpaired"].get<bool>());
+  // B against A: the same jobs, now only in B
+  const auto back = compare(dir.string(), (tmp / "a.h5").string());
+  EXPECT_FALSE(back.passed());
+  EXPECT_EQ(back.only_in_b.size(), 3u);
+
+  CompareOptions allow;
+  allow.allow_unpaired = true;
+  const auto ok = compare((tmp / "a.h5").string(), dir.string(), allow);
+  EXPECT_TRUE(ok.passed());
+  EXPECT_EQ(ok.only_in_a.size(), 3u);
+  const std::string ok_text = knmf::format_compare_report(ok);
+  EXPECT_NE(ok_text.find("PASS: all 3 compared jobs are within the thresholds (3 jobs without a "
+                         "partner not compared: --allow-unpaired)"),
+            std::string::npos) << ok_text;
+  EXPECT_TRUE(nlohmann::json::parse(knmf::compare_report_json(ok))["passed"].get<bool>());
 }
 
 TEST(Compare, BadInputsAreOneLineErrors) {

@@ -52,6 +52,12 @@ private:
   bool committed_ = false;
 };
 
+/// Checks, before anything is computed, that an AtomicFile could write `target`: InputError
+/// naming `what` (the target's path by default) when `target` is a folder or its folder is
+/// missing or takes no new file. Leaves nothing behind (a probe temporary is created and
+/// removed).
+void require_writable_target(const std::filesystem::path& target, const std::string& what = {});
+
 /// The file name of the target that `filename` (no folder) is a temporary of, and in `pid`
 /// the process that made it; "" when `filename` is no temporary.
 std::string temp_target(const std::string& filename, pid_t* pid = nullptr);

@@ -121,10 +121,16 @@ struct NmfRunParams {
 /// the file and the key. Unknown keys are ignored and listed in `unknown_keys`.
 NmfRunParams read_nmf_run_params(const std::string& path);
 
+/// One line per key of `params.unknown_keys` (read from `path`) for the user: "PATH: unknown
+/// key 'verbose' is ignored (knmf reads alpha_W, alpha_H, ...)". Commands print them on
+/// stderr as warnings and keep running.
+std::vector<std::string> unknown_key_warnings(const NmfRunParams& params, const std::string& path);
+
 /// The job table `NAME.nmf_params.df.npz`: one Job per row in file order (Job::index = row
 /// position, what cNMF's workers split on), from the columns `n_components`, `iter` and
 /// `nmf_seed` found by name (a `completed` column, when present, is not needed here).
-/// InputError naming the file for a missing column or a non-integer / out-of-range value.
+/// InputError naming the file for a missing column, a non-integer / out-of-range value, or a
+/// (n_components, iter) job listed in two rows (naming both rows).
 std::vector<Job> read_cnmf_job_table(const std::string& path);
 
 /// A row label of cNMF's merged spectra, `iter<r>_topic<t>` (r from 0, t from 1).

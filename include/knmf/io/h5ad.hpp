@@ -107,9 +107,11 @@ public:
   const std::filesystem::path& path() const;
   const H5adInfo& info() const;
 
-  /// The var (gene) index, n_vars strings in column order.
+  /// The var (gene) index, n_vars strings in column order. InputError (naming the file, the
+  /// name's position and its bytes) for a name that is not well-formed UTF-8: knmf stores
+  /// names as UTF-8 (docs/results-file.md).
   std::vector<std::string> var_names() const;
-  /// The obs (cell) index, n_obs strings in row order.
+  /// The obs (cell) index, n_obs strings in row order; UTF-8 as var_names().
   std::vector<std::string> obs_names() const;
 
   /// Stored entries per row for rows [r0, r1) (size r1 - r0): a cheap pre-pass to plan

@@ -5,7 +5,8 @@
 /// A and B are each a knmf results file (`knmf factorize ... -o RESULTS.h5`) or a cNMF run
 /// folder `OUTPUT_DIR/NAME` (its `cnmf_tmp/NAME.spectra.k_K.iter_R.df.npz` replicate files, or
 /// `cnmf combine`'s `cnmf_tmp/NAME.spectra.k_K.merged.df.npz` for a k without replicate files).
-/// The (k, iter) jobs present in both are paired. In each pair the k programs (spectra rows)
+/// The (k, iter) jobs present in both are paired; a job present on one side only fails the
+/// comparison unless CompareOptions::allow_unpaired. In each pair the k programs (spectra rows)
 /// of A are matched one-to-one to those of B by the Hungarian assignment that maximizes the
 /// sum of cosine similarities, and the matched rows are compared:
 ///
@@ -31,6 +32,9 @@ struct CompareOptions {
   std::string a_name, b_name;  ///< cNMF run name (default: the run folder's own name)
   double rtol = 1e-6;          ///< a job fails when its max_rel_diff > rtol
   double min_cos = 0.999999;   ///< a job fails when its min_cos < min_cos
+  /// Jobs of one side without a partner on the other (only_in_a, only_in_b) do not fail the
+  /// comparison (--allow-unpaired); by default they do.
+  bool allow_unpaired = false;
   /// Throws InputError naming the option when a value is unusable (rtol < 0, min_cos > 1, ...).
   void validate() const;
 };
@@ -92,10 +96,16 @@ struct CompareReport {
   std::vector<CompareSummary> per_k;
   CompareSummary overall;
 
-  bool passed() const { return overall.failed == 0; }
+  /// Jobs without a partner that fail the comparison (none with allow_unpaired).
+  bool unpaired_fail() const {
+    return !options.allow_unpaired && (!only_in_a.empty() || !only_in_b.empty());
+  }
+  /// Every compared job within the thresholds, and every job paired (unless allowed).
+  bool passed() const { return overall.failed == 0 && !unpaired_fail(); }
 };
 
-/// Exit status of `knmf compare` when some job fails a threshold (0: all pass; 1: input error).
+/// Exit status of `knmf compare` when some job fails a threshold or has no partner (0: all
+/// pass; 1: input error).
 inline constexpr int compare_failed_exit_code = 3;
 
 /// Compare the spectra of two runs. InputError (one line) when an input cannot be read or is

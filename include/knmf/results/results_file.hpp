@@ -165,6 +165,14 @@ public:
   static ResultsWriter create_or_resume(const std::filesystem::path& path, const RunInfo& info,
                                         const ResultsWriteOptions& opts = {});
 
+  /// What create_or_resume(path, info) would find, read without writing anything: the jobs
+  /// it would leave pending, in job-table order (every job when `path` does not exist yet).
+  /// InputError in the cases create_or_resume refuses (see there), and when `path` exists but
+  /// is not writable. A run checks its results file with this before it reads its input, and
+  /// creates or resumes it once the input is read and valid: a run that stops on a bad input
+  /// leaves no file behind.
+  static std::vector<Job> check(const std::filesystem::path& path, const RunInfo& info);
+
   ResultsWriter(ResultsWriter&&) noexcept;
   ResultsWriter& operator=(ResultsWriter&&) noexcept;
   /// Closes the file; results written since the last commit stay uncommitted.
