@@ -71,7 +71,7 @@ RunPlan plan_cnmf(const FactorizeConfig& c);
 /// Native mode: cNMF's job table for the arguments; the results file is created or resumed
 /// and only its pending jobs remain.
 RunPlan plan_native(const FactorizeConfig& c, const io::H5adReader& reader);
-/// Native mode: InputError when INPUT.h5ad does not exist.
+/// Native mode: InputError when INPUT.h5ad does not exist, or when -o is that same file.
 void require_input(const FactorizeConfig& c);
 
 /// Device memory the run may plan with (free memory, capped by --device-memory-limit).

@@ -1,6 +1,10 @@
 // `knmf factorize` in native mode: an .h5ad of the user's own and one resumable results file.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <fstream>
+#include <iterator>
+
 #include "driver_support.hpp"
 #include "knmf/io/cnmf_files.hpp"
 #include "knmf/results/results_file.hpp"
@@ -181,6 +185,42 @@ TEST(NativePlan, ForcedBatchIsCappedAtThePendingJobs) {
   ASSERT_EQ(b.status, 0) << b.out;
   EXPECT_NE(b.out.find("plan: k = 3: 2 replicate(s) per batch"), std::string::npos) << b.out;
   EXPECT_EQ(b.out.find("capped"), std::string::npos) << b.out;
+}
+
+// Issue 15, defect 9: -o naming the input reported HDF5's "file locking flag values don't
+// match". The same file by another path, a symbolic or a hard link is refused, nothing written.
+TEST(NativePlan, OutputThatIsTheInputIsRefused) {
+  TempDir tmp("knmf-native-same");
+  const auto in = (tmp.path() / "tiny.h5ad").string();
+  ASSERT_EQ(run_knmf({"simulate", "-o", in, "--cells", "60", "--genes", "30", "--seed", "5",
+                      "--programs", "3"})
+                .status,
+            0);
+  std::filesystem::create_symlink(in, tmp.path() / "soft.h5");
+  std::filesystem::create_hard_link(in, tmp.path() / "hard.h5");
+  auto listing = [&] {
+    std::vector<std::string> names;
+    for (const auto& e : std::filesystem::directory_iterator(tmp.path()))
+      names.push_back(e.path().filename().string() + ":" +
+                      std::to_string(e.is_symlink() ? 0 : std::filesystem::file_size(e.path())));
+    std::sort(names.begin(), names.end());
+    return names;
+  };
+  const auto before = listing();
+  const std::string bytes = [&] {
+    std::ifstream f(in, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(f), {});
+  }();
+  for (const auto& out : {(tmp.path() / "." / "tiny.h5ad").string(), (tmp.path() / "soft.h5").string(),
+                          (tmp.path() / "hard.h5").string()}) {
+    const auto r = run_knmf({"factorize", in, "-k", "3", "--n-iter", "2", "-o", out});
+    EXPECT_EQ(r.status, 1) << r.out;
+    EXPECT_EQ(lines(r.out), std::vector<std::string>{"knmf: error: -o '" + out +
+                                                     "': output is the input file '" + in + "'"});
+  }
+  EXPECT_EQ(listing(), before);
+  std::ifstream f(in, std::ios::binary);
+  EXPECT_TRUE(std::string(std::istreambuf_iterator<char>(f), {}) == bytes) << "the input changed";
 }
 
 TEST(NativePlan, BadDtypeOrFormatIsOneLine) {
