@@ -21,7 +21,11 @@ SplitArgs split_kokkos_args(int argc, const char* const* argv);
 /// error (rank 0) and returns the exit status: 2 for an unknown --kokkos-* option or a value
 /// not of its type (as for knmf's own options), 1 for a value out of range. Renames
 /// --kokkos-threads (Kokkos 3's name, unknown to Kokkos 4) to --kokkos-num-threads.
+/// Without a thread count given, a process that may use more CPUs than Kokkos' OpenMP pool
+/// holds gets --kokkos-num-threads=max_kokkos_threads() added.
 int check_kokkos_args(std::vector<std::string>& flags);
+/// The most threads Kokkos' host pool of this build holds (INT_MAX: no fixed limit).
+int max_kokkos_threads();
 
 /// Under MPI: this process's rank and the world size (only rank 0 prints CLI errors).
 void set_rank(int rank, int size);

@@ -3,6 +3,7 @@
 // a backtrace) and a thread count beyond its OpenMP pool with a crash or a hang after the run
 // has begun writing; knmf refuses them first, with one line and nothing written.
 #include <Kokkos_Core.hpp>
+#include <sched.h>
 
 #include <cctype>
 #include <climits>
@@ -220,9 +221,22 @@ int check_kokkos_args(std::vector<std::string>& flags) {
     if (f.rfind("--kokkos-num-threads=", 0) == 0) threads_flag = true;
   }
   if (!refusal) refusal = check_environment(threads_flag);
-  if (!refusal) return 0;
-  if (rank() == 0) std::cerr << "knmf: error: " << refusal->message << "\n";
-  return refusal->status;
+  if (refusal) {
+    if (rank() == 0) std::cerr << "knmf: error: " << refusal->message << "\n";
+    return refusal->status;
+  }
+  // Given no thread count at all, OpenMP starts one thread per CPU this process may use: on a
+  // machine with more than the pool holds, Kokkos would crash. The pool's size is given then.
+  if (!threads_flag && !env("KOKKOS_NUM_THREADS") && !env("OMP_NUM_THREADS") &&
+      max_host_threads() > 0) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > max_host_threads())
+      flags.push_back("--kokkos-num-threads=" + std::to_string(max_host_threads()));
+  }
+  return 0;
 }
+
+int max_kokkos_threads() { return max_host_threads() > 0 ? max_host_threads() : INT_MAX; }
 
 }  // namespace knmf::cli

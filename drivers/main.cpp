@@ -2,6 +2,7 @@
 // command line; Kokkos finalizes before MPI.
 #include <Kokkos_Core.hpp>
 
+#include <algorithm>
 #include <cstdlib>
 #include <string>
 #include <thread>
@@ -71,7 +72,9 @@ int main(int argc, char** argv) {
     MPI_Comm_size(node, &per_node);
     MPI_Comm_free(&node);
     const int cores = int(std::thread::hardware_concurrency());
-    split.kokkos.push_back("--kokkos-num-threads=" + std::to_string(std::max(1, cores / per_node)));
+    split.kokkos.push_back("--kokkos-num-threads=" +
+                           std::to_string(std::min(knmf::cli::max_kokkos_threads(),
+                                                   std::max(1, cores / per_node))));
   }
   (void)local;
 #endif
