@@ -49,7 +49,7 @@ SplitArgs split_kokkos_args(int argc, const char* const* argv) {
 
 int run(const std::vector<std::string>& args) {
   CLI::App app{"knmf: batched consensus NMF (cNMF) factorization on Kokkos (CUDA, OpenMP)\n"
-               "Kokkos flags (--kokkos-threads=N, --kokkos-device-id=D, ...) pass through."};
+               "Kokkos flags (--kokkos-num-threads=N, --kokkos-device-id=D, ...) pass through."};
   app.name("knmf");
   app.require_subcommand(0, 1);
   bool show_version = false;

@@ -14,6 +14,19 @@ struct SplitArgs {
 };
 SplitArgs split_kokkos_args(int argc, const char* const* argv);
 
+/// Checks Kokkos' flags and the environment variables Kokkos and OpenMP read at start
+/// (KOKKOS_NUM_THREADS, KOKKOS_DEVICE_ID, ..., OMP_NUM_THREADS beyond Kokkos' thread pool)
+/// before Kokkos::initialize sees them: Kokkos aborts on a bad value, and crashes or hangs on
+/// more threads than its pool holds. Returns 0 when all can be used, else prints the one-line
+/// error (rank 0) and returns the exit status: 2 for an unknown --kokkos-* option or a value
+/// not of its type (as for knmf's own options), 1 for a value out of range. Renames
+/// --kokkos-threads (Kokkos 3's name, unknown to Kokkos 4) to --kokkos-num-threads.
+/// Without a thread count given, a process that may use more CPUs than Kokkos' OpenMP pool
+/// holds gets --kokkos-num-threads=max_kokkos_threads() added.
+int check_kokkos_args(std::vector<std::string>& flags);
+/// The most threads Kokkos' host pool of this build holds (INT_MAX: no fixed limit).
+int max_kokkos_threads();
+
 /// Under MPI: this process's rank and the world size (only rank 0 prints CLI errors).
 void set_rank(int rank, int size);
 int rank();

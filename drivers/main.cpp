@@ -2,6 +2,7 @@
 // command line; Kokkos finalizes before MPI.
 #include <Kokkos_Core.hpp>
 
+#include <algorithm>
 #include <cstdlib>
 #include <string>
 #include <thread>
@@ -71,10 +72,20 @@ int main(int argc, char** argv) {
     MPI_Comm_size(node, &per_node);
     MPI_Comm_free(&node);
     const int cores = int(std::thread::hardware_concurrency());
-    split.kokkos.push_back("--kokkos-threads=" + std::to_string(std::max(1, cores / per_node)));
+    split.kokkos.push_back("--kokkos-num-threads=" +
+                           std::to_string(std::min(knmf::cli::max_kokkos_threads(),
+                                                   std::max(1, cores / per_node))));
   }
   (void)local;
 #endif
+  // Bad Kokkos flags or variables end here, before Kokkos (which would abort) and before
+  // anything is written.
+  if (const int bad = knmf::cli::check_kokkos_args(split.kokkos)) {
+#if KNMF_HAVE_MPI
+    if (use_mpi) MPI_Finalize();
+#endif
+    return bad;
+  }
   // Kokkos warns at start unless OMP_PROC_BIND is set; binding spreads the threads.
   setenv("OMP_PROC_BIND", "spread", 0);
   setenv("OMP_PLACES", "threads", 0);

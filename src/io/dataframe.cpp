@@ -187,18 +187,31 @@ std::int64_t DataFrame::find_column(const std::string& name) const {
 
 DataFrame read_df_npz(const std::string& path) {
   ZipReader zip(path);
-  auto load = [&](const char* name) {
+  auto entry_of = [&](const char* name) {
     const std::string entry = std::string(name) + ".npy";
     if (zip.find(entry) == nullptr) input_error(path, ": no '", name, "' array (entry ", entry, ")");
-    return parse_npy(zip.read(entry), path + ":" + entry);
+    return entry;
   };
-  const NpyArray data = load("data");
-  const NpyArray index = load("index");
-  const NpyArray columns = load("columns");
+  // The three headers first (each member's declared size checked against its header), and
+  // the data's shape against the labels: a member is inflated only when the frame needs all of it.
+  const NpyHeader data_h = read_npz_header(zip, entry_of("data"));
+  const NpyHeader index_h = read_npz_header(zip, entry_of("index"));
+  const NpyHeader columns_h = read_npz_header(zip, entry_of("columns"));
+  if (data_h.shape.size() != 2)
+    input_error(path, ":data.npy: expected a 2-D array, got ", data_h.shape.size(), " dimensions");
+  for (const auto* h : {&index_h, &columns_h})
+    if (h->shape.size() != 1)
+      input_error(path, h == &index_h ? ":index.npy" : ":columns.npy",
+                  ": labels must be a 1-D array, got ", h->shape.size(), " dimensions");
+  if (index_h.shape[0] != data_h.shape[0])
+    input_error(path, ": ", index_h.shape[0], " index labels for ", data_h.shape[0], " rows");
+  if (columns_h.shape[0] != data_h.shape[1])
+    input_error(path, ": ", columns_h.shape[0], " column labels for ", data_h.shape[1], " columns");
+  const NpyArray index = read_npz_member(zip, "index.npy");
+  const NpyArray columns = read_npz_member(zip, "columns.npy");
+  const NpyArray data = read_npz_member(zip, "data.npy");
 
   DataFrame df;
-  if (data.shape.size() != 2)
-    input_error(path, ":data.npy: expected a 2-D array, got ", data.shape.size(), " dimensions");
   df.rows = data.shape[0];
   df.cols = data.shape[1];
   df.data_descr = data.descr;

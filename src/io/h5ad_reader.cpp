@@ -194,8 +194,9 @@ struct H5adReader::Impl {
     h5::Datatype t(H5Dget_type(d.get()));
     const auto vt = detail::value_type_of(t.get());
     if (!vt || (integer && !detail::is_integer(*vt)))
-      input_error(file, ": ", name, " has an unsupported element type (expected ",
-                  integer ? "integers" : "integers or floats", ")");
+      input_error(file, ": ", name, " has dtype ", detail::type_name(t.get()),
+                  ", which knmf does not support (expected ",
+                  integer ? "integers" : "integers, float32 or float64", ")");
     const auto ext = h5::dims(d.get());
     if (ext.size() != 1) input_error(file, ": ", name, " has rank ", ext.size(), "; expected 1");
     type = *vt;
@@ -207,7 +208,9 @@ struct H5adReader::Impl {
     x = open_dataset("/X");
     h5::Datatype t(H5Dget_type(x.get()));
     const auto vt = detail::value_type_of(t.get());
-    if (!vt) input_error(file, ": /X has an unsupported element type (expected integers or floats)");
+    if (!vt)
+      input_error(file, ": /X has dtype ", detail::type_name(t.get()),
+                  ", which knmf does not support (expected integers, float32 or float64)");
     const auto ext = h5::dims(x.get());
     if (ext.size() != 2)
       input_error(file, ": /X is a dataset of rank ", ext.size(),

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <limits>
 #include <optional>
+#include <string>
 #include <type_traits>
 
 #include "knmf/io/h5ad.hpp"
@@ -33,6 +34,33 @@ inline std::optional<ValueType> value_type_of(hid_t type) {
     case 4: return is_signed ? ValueType::Int32 : ValueType::UInt32;
     case 8: return is_signed ? ValueType::Int64 : ValueType::UInt64;
     default: return std::nullopt;
+  }
+}
+
+/// A numpy-style name of an HDF5 datatype, for messages: float16, int8, uint64, complex64,
+/// string, enum (h5py's bool), ...
+inline std::string type_name(hid_t type) {
+  const std::size_t bits = 8 * H5Tget_size(type);
+  switch (H5Tget_class(type)) {
+    case H5T_FLOAT: return "float" + std::to_string(bits);
+    case H5T_INTEGER: return (H5Tget_sign(type) == H5T_SGN_2 ? "int" : "uint") + std::to_string(bits);
+    case H5T_STRING: return "string";
+    case H5T_ENUM: return "enum (h5py's bool is one)";
+    case H5T_COMPOUND:
+      // h5py stores numpy's complex as a compound {r, i} of two floats
+      if (H5Tget_nmembers(type) == 2) {
+        const hid_t r = H5Tget_member_type(type, 0);
+        const bool complex = H5Tget_class(r) == H5T_FLOAT;
+        H5Tclose(r);
+        if (complex) return "complex" + std::to_string(bits);
+      }
+      return "compound (a structured dtype)";
+    case H5T_BITFIELD: return "bitfield";
+    case H5T_OPAQUE: return "opaque";
+    case H5T_REFERENCE: return "reference";
+    case H5T_VLEN: return "variable-length sequence";
+    case H5T_ARRAY: return "array";
+    default: return "of HDF5 class " + std::to_string(int(H5Tget_class(type)));
   }
 }
 

@@ -1,6 +1,7 @@
 // .npy reader and writer (numpy format versions 1.0-3.0).
 #include "knmf/io/npy.hpp"
 
+#include <algorithm>
 #include <cctype>
 #include <cstring>
 #include <fstream>
@@ -8,6 +9,7 @@
 #include <sstream>
 
 #include "knmf/io/atomic_file.hpp"
+#include "knmf/io/zip.hpp"
 #include "knmf/core/error.hpp"
 
 namespace knmf::io {
@@ -374,7 +376,14 @@ NpyArray NpyArray::from_strings(std::vector<std::int64_t> shape, std::vector<std
 
 // ---- reading ---------------------------------------------------------------------------------
 
-NpyArray parse_npy(std::string_view bytes, const std::string& what) {
+std::uint64_t NpyHeader::size() const {
+  std::uint64_t n = 1;
+  for (std::int64_t d : shape) n *= static_cast<std::uint64_t>(d);
+  return n;
+}
+
+NpyHeader parse_npy_header(std::string_view bytes, const std::string& what,
+                           std::uint64_t max_header) {
   if (bytes.size() < kMagicLen + 2 || bytes.substr(0, kMagicLen) != std::string_view(kMagic, kMagicLen))
     input_error(what, ": not a .npy file (bad magic)");
   const auto major = static_cast<unsigned char>(bytes[6]);
@@ -390,18 +399,78 @@ NpyArray parse_npy(std::string_view bytes, const std::string& what) {
   if (bytes.size() < kMagicLen + 2 + len_bytes) input_error(what, ": truncated .npy header");
   const std::uint64_t header_len = load_uint(u + kMagicLen + 2, len_bytes, false);
   const std::size_t data_start = kMagicLen + 2 + len_bytes;
+  if (header_len > max_header)
+    input_error(what, ": .npy header of ", header_len, " bytes announced, more than the ",
+                max_header, " an .npz member's header may take");
   if (header_len > bytes.size() - data_start)
     input_error(what, ": truncated .npy header (", header_len, " bytes announced, ",
                 bytes.size() - data_start, " present)");
   const Header h = HeaderParser(bytes.substr(data_start, header_len), what).parse();
-  const std::string_view data = bytes.substr(data_start + header_len);
+  const Dtype dt = parse_descr(h.descr, what);
+  NpyHeader out;
+  out.descr = h.descr;
+  out.fortran_order = h.fortran_order;
+  out.shape = h.shape;
+  out.data_offset = data_start + header_len;
+  out.object = dt.code == 'O';
+  const std::uint64_t n = checked_size(h.shape, what);
+  if (!out.object) {
+    const std::size_t item = dt.itemsize();
+    if (item != 0 && n > (std::numeric_limits<std::uint64_t>::max() - out.data_offset) / item)
+      input_error(what, ": array too large");
+    out.data_bytes = n * item;
+  }
+  return out;
+}
+
+namespace {
+/// The most bytes an object array's pickle may take per element: a cell is a str, int, float,
+/// bool or None (knmf's unpickler takes no other), and a label or gene name needs far less.
+constexpr std::uint64_t kMaxPickleBytesPerCell = 65536;
+}  // namespace
+
+NpyHeader read_npz_header(ZipReader& zip, const std::string& member) {
+  const std::string what = zip.path() + ":" + member;
+  const ZipEntry* e = zip.find(member);
+  if (e == nullptr) input_error(zip.path(), ": archive has no entry '", member, "'");
+  const NpyHeader h =
+      parse_npy_header(zip.read_prefix(*e, kMagicLen + 2 + 4 + max_npy_header_bytes), what,
+                       max_npy_header_bytes);
+  if (h.object) {
+    const std::uint64_t cells = std::max<std::uint64_t>(1, h.size());
+    constexpr std::uint64_t kMax = std::numeric_limits<std::uint64_t>::max();
+    const std::uint64_t bound = cells >= kMax / kMaxPickleBytesPerCell - 2
+                                    ? kMax
+                                    : h.data_offset + (cells + 1) * kMaxPickleBytesPerCell;
+    if (e->uncompressed_size > bound)
+      input_error(what, ": the archive declares ", e->uncompressed_size,
+                  " bytes for an object array of shape ", shape_repr(h.shape), ", more than the ",
+                  bound, " its .npy header allows (", kMaxPickleBytesPerCell, " per element)");
+    return h;
+  }
+  const std::uint64_t need = h.data_offset + h.data_bytes;
+  if (e->uncompressed_size != need)
+    input_error(what, ": the archive declares ", e->uncompressed_size,
+                " bytes but the .npy header declares ", need, " (shape ", shape_repr(h.shape),
+                " of ", h.descr, ")");
+  return h;
+}
+
+NpyArray read_npz_member(ZipReader& zip, const std::string& member) {
+  read_npz_header(zip, member);
+  return parse_npy(zip.read(member), zip.path() + ":" + member);
+}
+
+NpyArray parse_npy(std::string_view bytes, const std::string& what) {
+  const NpyHeader h = parse_npy_header(bytes, what);
+  const std::string_view data = bytes.substr(h.data_offset);
   const Dtype dt = parse_descr(h.descr, what);
 
   NpyArray a;
   a.descr = h.descr;
   a.shape = h.shape;
   a.fortran_order = h.fortran_order;
-  const std::uint64_t n = checked_size(h.shape, what);
+  const std::uint64_t n = h.size();
 
   if (dt.code == 'O') {
     a.kind = NpyKind::Object;
@@ -414,8 +483,6 @@ NpyArray parse_npy(std::string_view bytes, const std::string& what) {
   }
 
   const std::size_t item = dt.itemsize();
-  if (item != 0 && n > std::numeric_limits<std::uint64_t>::max() / item)
-    input_error(what, ": array too large");
   if (data.size() != n * item)
     input_error(what, ": ", data.size(), " bytes of data, expected ", n * item, " for shape ",
                 shape_repr(h.shape), " of ", h.descr);

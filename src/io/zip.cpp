@@ -183,69 +183,102 @@ std::string ZipReader::read(const std::string& name) {
   return read(*e);
 }
 
-std::string ZipReader::read(const ZipEntry& e) {
+std::uint64_t ZipReader::data_offset(const ZipEntry& e) {
   if (e.flags & 0x1) input_error(path_, ": entry '", e.name, "' is encrypted");
   const std::string local = read_at(e.local_header_offset, kLocalHeaderSize, "a local header");
   if (get32(local.data()) != kLocalSig) fail("bad local header signature for entry '", e.name, "'");
-  const std::uint64_t data_offset =
+  const std::uint64_t at =
       e.local_header_offset + kLocalHeaderSize + get16(local.data() + 26) + get16(local.data() + 28);
-  if (data_offset > directory_offset_ || e.compressed_size > directory_offset_ - data_offset)
+  if (at > directory_offset_ || e.compressed_size > directory_offset_ - at)
     fail("entry '", e.name, "' runs past the central directory (truncated archive?)");
+  if (e.method == 0 && e.compressed_size != e.uncompressed_size)
+    fail("stored entry '", e.name, "' has different compressed and uncompressed sizes");
+  if (e.method == 8 && e.uncompressed_size > e.compressed_size * kMaxDeflateRatio + 1024)
+    fail("entry '", e.name, "' claims ", e.uncompressed_size, " bytes from ", e.compressed_size,
+         " compressed");
+  if (e.method != 0 && e.method != 8)
+    input_error(path_, ": entry '", e.name, "' uses unsupported compression method ", e.method);
+  return at;
+}
 
+namespace {
+/// zlib's inflate state, ended on every path.
+struct Inflater {
+  z_stream zs{};
+  bool live = false;
+  ~Inflater() {
+    if (live) inflateEnd(&zs);
+  }
+};
+}  // namespace
+
+std::size_t ZipReader::inflate_into(const ZipEntry& e, std::uint64_t at, std::string& out,
+                                    bool whole) {
+  Inflater inf;
+  z_stream& zs = inf.zs;
+  if (inflateInit2(&zs, -MAX_WBITS) != Z_OK) fail("zlib inflateInit2 failed");
+  inf.live = true;
+  // The compressed data is read from the file a chunk at a time: a prefix needs only its start.
+  constexpr std::uint64_t kInChunk = std::uint64_t(1) << 16;
+  std::string in;
+  std::uint64_t in_at = 0;
+  std::size_t out_at = 0;
+  int rc = Z_OK;
+  char scratch[64];
+  while (rc != Z_STREAM_END) {
+    if (zs.avail_in == 0 && in_at < e.compressed_size) {
+      const std::uint64_t n = std::min(kInChunk, e.compressed_size - in_at);
+      in = read_at(at + in_at, n, "entry data");
+      zs.next_in = reinterpret_cast<Bytef*>(in.data());
+      zs.avail_in = static_cast<uInt>(n);
+      in_at += n;
+    }
+    // Past the bytes wanted: a prefix is done; a whole entry inflates into a scratch buffer,
+    // where any output is an error.
+    const bool full = out_at == out.size();
+    if (full && !whole) break;
+    const std::size_t n = full ? sizeof scratch : std::min(kChunk, out.size() - out_at);
+    zs.next_out = reinterpret_cast<Bytef*>(full ? scratch : out.data() + out_at);
+    zs.avail_out = static_cast<uInt>(n);
+    rc = inflate(&zs, Z_NO_FLUSH);
+    const std::size_t produced = n - zs.avail_out;
+    if (full && produced > 0)
+      fail("entry '", e.name, "' inflates to more than its declared ", e.uncompressed_size, " bytes");
+    out_at += produced;
+    if (rc == Z_BUF_ERROR && zs.avail_in == 0 && in_at == e.compressed_size)
+      fail("entry '", e.name, "' has truncated deflate data");
+    if (rc != Z_OK && rc != Z_STREAM_END && rc != Z_BUF_ERROR)
+      fail("entry '", e.name, "' has bad deflate data (",
+           zs.msg ? std::string(zs.msg) : "error " + std::to_string(rc), ")");
+  }
+  return out_at;
+}
+
+std::string ZipReader::read(const ZipEntry& e) {
+  const std::uint64_t at = data_offset(e);
   std::string out;
   if (e.method == 0) {
-    if (e.compressed_size != e.uncompressed_size)
-      fail("stored entry '", e.name, "' has different compressed and uncompressed sizes");
-    out = read_at(data_offset, e.compressed_size, "entry data");
-  } else if (e.method == 8) {
-    if (e.uncompressed_size > e.compressed_size * kMaxDeflateRatio + 1024)
-      fail("entry '", e.name, "' claims ", e.uncompressed_size, " bytes from ", e.compressed_size,
-           " compressed");
-    const std::string in = read_at(data_offset, e.compressed_size, "entry data");
-    out.resize(static_cast<std::size_t>(e.uncompressed_size));
-    z_stream zs{};
-    if (inflateInit2(&zs, -MAX_WBITS) != Z_OK) fail("zlib inflateInit2 failed");
-    std::size_t in_at = 0, out_at = 0;
-    int rc = Z_OK;
-    char scratch[64];
-    while (rc != Z_STREAM_END) {
-      if (zs.avail_in == 0 && in_at < in.size()) {
-        const std::size_t n = std::min(kChunk, in.size() - in_at);
-        zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data() + in_at));
-        zs.avail_in = static_cast<uInt>(n);
-        in_at += n;
-      }
-      // Past the declared size, inflate into a scratch buffer: any output there is an error.
-      const bool full = out_at == out.size();
-      const std::size_t n = full ? sizeof scratch : std::min(kChunk, out.size() - out_at);
-      zs.next_out = reinterpret_cast<Bytef*>(full ? scratch : out.data() + out_at);
-      zs.avail_out = static_cast<uInt>(n);
-      rc = inflate(&zs, Z_NO_FLUSH);
-      const std::size_t produced = n - zs.avail_out;
-      if (full && produced > 0) {
-        inflateEnd(&zs);
-        fail("entry '", e.name, "' inflates to more than its declared ", e.uncompressed_size, " bytes");
-      }
-      out_at += produced;
-      if (rc == Z_BUF_ERROR && zs.avail_in == 0 && in_at == in.size()) {
-        inflateEnd(&zs);
-        fail("entry '", e.name, "' has truncated deflate data");
-      }
-      if (rc != Z_OK && rc != Z_STREAM_END && rc != Z_BUF_ERROR) {
-        const std::string msg = zs.msg ? zs.msg : "error " + std::to_string(rc);
-        inflateEnd(&zs);
-        fail("entry '", e.name, "' has bad deflate data (", msg, ")");
-      }
-    }
-    inflateEnd(&zs);
-    if (out_at != out.size())
-      fail("entry '", e.name, "' inflates to ", out_at, " bytes, declared ", e.uncompressed_size);
+    out = read_at(at, e.compressed_size, "entry data");
   } else {
-    input_error(path_, ": entry '", e.name, "' uses unsupported compression method ", e.method);
+    // the declared size, at most kMaxDeflateRatio times the compressed one, is all that is
+    // allocated: a stream that inflates further fails at its first byte beyond
+    out.resize(static_cast<std::size_t>(e.uncompressed_size));
+    const std::size_t got = inflate_into(e, at, out, true);
+    if (got != out.size())
+      fail("entry '", e.name, "' inflates to ", got, " bytes, declared ", e.uncompressed_size);
   }
   const std::uint32_t crc = crc32_of(out);
   if (crc != e.crc32)
     fail("CRC-32 mismatch in entry '", e.name, "' (stored ", hex32(e.crc32), ", computed ", hex32(crc), ")");
+  return out;
+}
+
+std::string ZipReader::read_prefix(const ZipEntry& e, std::size_t max_bytes) {
+  const std::uint64_t at = data_offset(e);
+  const std::uint64_t n = std::min<std::uint64_t>(max_bytes, e.uncompressed_size);
+  if (e.method == 0) return read_at(at, n, "entry data");
+  std::string out(static_cast<std::size_t>(n), '\0');
+  out.resize(inflate_into(e, at, out, false));
   return out;
 }
 

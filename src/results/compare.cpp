@@ -80,6 +80,7 @@ public:
   CompareSide info;
   std::vector<std::string> genes;   ///< this side's gene order
   std::map<JobKey, JobMeta> jobs;   ///< jobs with spectra
+  std::int64_t planned = -1;        ///< replicates the run plans (a results file), else -1
   /// Spectra of a job listed in `jobs`: k x genes.size(), row-major, in this side's gene order.
   virtual std::vector<double> spectra(int k, int iter) = 0;
 
@@ -113,11 +114,13 @@ public:
     }
     info.path = path;
     info.kind = "knmf-results";
+    planned = total;
     finish_info();
     std::ostringstream d;
     d << "knmf results file (" << r.backend << ", solver " << to_string(r.solver.solver) << ", dtype "
-      << to_string(r.dtype) << "; " << jobs.size() << " of " << total << " replicates committed, k = "
-      << join_ints(info.ks) << ")";
+      << to_string(r.dtype) << "; " << jobs.size() << " of " << total << " replicates committed";
+    if (!info.ks.empty()) d << ", k = " << join_ints(info.ks);
+    d << ")";
     info.description = d.str();
   }
 
@@ -473,11 +476,18 @@ CompareReport compare_runs(const CompareOptions& options) {
     (b->jobs.count(key) ? common : rep.only_in_a).push_back(key);
   for (const auto& [key, meta] : b->jobs)
     if (!a->jobs.count(key)) rep.only_in_b.push_back(key);
-  if (common.empty())
-    input_error("A and B have no (k, iter) job in common: A (", a->info.path, ") has ",
-                a->jobs.size(), " jobs of k = ", join_ints(a->info.ks), ", B (", b->info.path,
-                ") has ", b->jobs.size(), " jobs of k = ", join_ints(b->info.ks),
-                (a->info.ks == b->info.ks ? " (other replicates)" : ""));
+  if (common.empty()) {
+    // a side may have none at all: a results file before its first replicate
+    auto has = [](const Side& s) {
+      if (!s.jobs.empty())
+        return std::to_string(s.jobs.size()) + " jobs of k = " + join_ints(s.info.ks);
+      return "no completed replicate" +
+             (s.planned >= 0 ? " (0 of " + std::to_string(s.planned) + " committed)" : std::string());
+    };
+    const bool other = !a->jobs.empty() && !b->jobs.empty() && a->info.ks == b->info.ks;
+    input_error("A and B have no (k, iter) job in common: A (", a->info.path, ") has ", has(*a),
+                ", B (", b->info.path, ") has ", has(*b), other ? " (other replicates)" : "");
+  }
 
   const std::int64_t g = std::int64_t(a->genes.size());
   for (const auto& [k, iter] : common) {

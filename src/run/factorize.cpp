@@ -1,6 +1,7 @@
 #include "knmf/run/factorize.hpp"
 
 #include <Kokkos_Core.hpp>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -132,7 +133,15 @@ RunPlan plan_cnmf(const FactorizeConfig& c) {
   return p;
 }
 
-void require_input(const FactorizeConfig& c) { require_file(c.input, "input"); }
+void require_input(const FactorizeConfig& c) {
+  require_file(c.input, "input");
+  // -o naming the input itself (by another path, a link): the results file would be created
+  // over X while X is open. Files are compared by identity (device and inode), not by name.
+  struct stat in {}, out {};
+  if (::stat(c.input.c_str(), &in) == 0 && ::stat(c.results.c_str(), &out) == 0 &&
+      in.st_dev == out.st_dev && in.st_ino == out.st_ino)
+    input_error("-o '", c.results, "': output is the input file '", c.input, "'");
+}
 
 /// Native mode: the job table cNMF's prepare would make, minus what RESULTS.h5 already holds.
 RunPlan plan_native(const FactorizeConfig& c, const io::H5adReader& reader) {

@@ -84,7 +84,7 @@ void require_writable_log(const FactorizeConfig& c);
 /// checked (plan.results); false elsewhere. InputError when it no longer holds the plan's
 /// pending jobs (another run wrote it since).
 bool open_results(RunPlan& plan);
-/// Native mode: InputError when INPUT.h5ad does not exist.
+/// Native mode: InputError when INPUT.h5ad does not exist, or when -o is that same file.
 void require_input(const FactorizeConfig& c);
 
 /// Device memory the run may plan with (free memory, capped by --device-memory-limit).
@@ -120,16 +120,30 @@ struct Placement {
 Placement place_whole_x(const FactorizeConfig& c, const io::H5adInfo& info, int k_max,
                         int element_bytes, std::int64_t budget);
 
+/// The forced --batch (`requested` > 0) capped at the `jobs` of k there are (at least 1): more
+/// replicate slots than jobs would only take memory. 0 (auto) stays 0.
+inline int forced_batch(int requested, std::int64_t jobs) {
+  if (requested <= 0) return 0;
+  return int(std::max<std::int64_t>(1, std::min<std::int64_t>(requested, jobs)));
+}
+
+/// The jobs of k in `jobs`.
+inline std::int64_t jobs_of_k(const std::vector<Job>& jobs, int k) {
+  return std::count_if(jobs.begin(), jobs.end(), [k](const Job& j) { return j.k == k; });
+}
+
 /// Throws (before anything is allocated or written, the results file included) the InputError
 /// a run of `ks` would meet: for some k, X and one replicate cannot be placed, or a batch
 /// (the forced --batch, else one replicate) does not fit next to X.
-template <class Parts>
+/// `jobs_of(k)`: at most this many jobs of k (a forced --batch is capped there).
+template <class Parts, class JobsOf>
 void check_fits(const FactorizeConfig& c, const io::H5adReader& reader, const std::vector<int>& ks,
-                int s, std::int64_t budget, Parts& parts) {
+                int s, std::int64_t budget, Parts& parts, JobsOf&& jobs_of) {
   for (int k : ks) {
     const Placement where = parts.place(c, reader, k, s, budget);
+    const int batch = forced_batch(c.batch, jobs_of(k));
     plan_batch(where.device_rows, reader.info().n_vars, k, s, where.device_x_bytes, budget,
-               c.batch, c.batch > 0 ? c.batch : 1);
+               batch, batch > 0 ? batch : 1);
   }
 }
 
@@ -265,9 +279,18 @@ FactorizeSummary run_jobs(const FactorizeConfig& c, const RunPlan& plan, JobChan
   std::int64_t peak = 0;
   for (int k : channel.ks()) {
     const int max_R = std::max(1, std::min(channel.max_jobs(k), std::max(1, 1024 / k)));
-    const auto bp = plan_batch(X.rows(), X.cols(), k, s, bytes_x, budget, c.batch,
-                               c.batch > 0 ? c.batch : max_R);
-    if (!c.quiet) log << "plan: " << bp.describe() << "\n";
+    // a forced --batch larger than the jobs of k pending in the run is capped there
+    const std::int64_t pending = jobs_of_k(plan.jobs, k);
+    const int batch = forced_batch(c.batch, pending);
+    const auto bp = plan_batch(X.rows(), X.cols(), k, s, bytes_x, budget, batch,
+                               batch > 0 ? batch : max_R);
+    if (!c.quiet) {
+      log << "plan: " << bp.describe();
+      if (batch < c.batch)
+        log << "; --batch " << c.batch << " capped at the " << pending << " job(s) of k = " << k
+            << " pending";
+      log << "\n";
+    }
     if (store) store->begin_k(bp.R);
     JobSource src = [&]() { return channel.next(k); };
     auto on_result = [&](ReplicateResult&& r) {
@@ -306,7 +329,11 @@ FactorizeSummary run_factorize_with(const FactorizeConfig& c, Parts& parts, std:
     else
       require_input(c);
     reader.emplace(io::H5adReader::open(c.cnmf_mode() ? plan.x_path : c.input));
-    check_fits(c, *reader, c.cnmf_mode() ? ks_of(plan.jobs) : c.ks, s, budget, parts);
+    // native mode: the results file is not open yet, so the jobs of k are all --n-iter
+    check_fits(c, *reader, c.cnmf_mode() ? ks_of(plan.jobs) : c.ks, s, budget, parts,
+               [&](int k) -> std::int64_t {
+                 return c.cnmf_mode() ? jobs_of_k(plan.jobs, k) : std::int64_t(c.n_iter);
+               });
     require_writable_log(c);
     if (!c.cnmf_mode()) plan = plan_native(c, *reader);
   });

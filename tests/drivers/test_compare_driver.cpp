@@ -10,6 +10,7 @@
 
 #include "../results/compare_fixtures.hpp"
 #include "driver_support.hpp"
+#include "knmf/results/results_file.hpp"
 #include "test_support.hpp"
 
 namespace {
@@ -117,6 +118,42 @@ TEST(CompareDriver, BadInputsGiveOneLineErrors) {
     ASSERT_EQ(l.size(), 1u) << r.out;
     EXPECT_EQ(l[0].rfind("knmf: error: ", 0), 0u) << l[0];
     EXPECT_NE(l[0].find(expect), std::string::npos) << l[0];
+  }
+}
+
+// Issue 15, defect 9: a results file with no replicate committed yet was described as having
+// "0 jobs of k = ," (an empty list of k).
+TEST(CompareDriver, SideWithoutJobsIsNamedPlainly) {
+  TempDir tmp;
+  const FakeRun run = knmf::test::make_fake_run({3, 4}, 2, 20);
+  knmf::test::write_results(run, tmp / "a.h5");
+  {
+    knmf::io::RunInfo info;
+    info.input = "fake.h5ad";
+    info.n_cells = 7;
+    info.genes = run.genes;
+    info.ks = run.ks;
+    info.n_iter = run.n_iter;
+    info.dtype = knmf::Dtype::float64;
+    info.batch_size = 1;
+    knmf::io::ResultsWriteOptions wo;
+    wo.fsync = false;
+    auto w = knmf::io::ResultsWriter::create_or_resume(tmp / "empty.h5", info, wo);
+    w.commit();  // the run's file before its first replicate
+  }
+  const std::string a = (tmp / "a.h5").string(), empty = (tmp / "empty.h5").string();
+  for (const auto& [x, y] : {std::pair{a, empty}, std::pair{empty, a}}) {
+    const auto r = run_knmf({"compare", x, y});
+    EXPECT_EQ(r.status, 1) << r.out;
+    const auto l = lines(r.out);
+    ASSERT_EQ(l.size(), 1u) << r.out;
+    EXPECT_EQ(l[0].find("k = ,"), std::string::npos) << l[0];
+    EXPECT_EQ(l[0].find("k = )"), std::string::npos) << l[0];
+    EXPECT_NE(l[0].find("(" + empty + ") has no completed replicate (0 of 4 committed)"),
+              std::string::npos)
+        << l[0];
+    EXPECT_NE(l[0].find("(" + a + ") has 4 jobs of k = 3 4"), std::string::npos) << l[0];
+    EXPECT_EQ(l[0].find("other replicates"), std::string::npos) << l[0];
   }
 }
 

@@ -1,6 +1,10 @@
 // `knmf factorize` in native mode: an .h5ad of the user's own and one resumable results file.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <fstream>
+#include <iterator>
+
 #include "driver_support.hpp"
 #include "knmf/io/cnmf_files.hpp"
 #include "knmf/results/results_file.hpp"
@@ -148,12 +152,75 @@ TEST(NativePlan, RunThatCannotFitOneReplicateStopsBeforeAllocating) {
   EXPECT_NE(ls.back().find("one replicate of k = 7 needs"), std::string::npos) << r.out;
   EXPECT_NE(ls.back().find("available"), std::string::npos) << r.out;
   EXPECT_FALSE(std::filesystem::exists(tmp.path() / "r.h5")) << "no output for a run that cannot start";
-  // a forced --batch that does not fit is refused the same way
-  const auto b = run_knmf({"factorize", in, "-k", "7", "--n-iter", "2", "-o",
+  // a forced --batch that does not fit is refused the same way (with as many jobs: a larger
+  // --batch is capped at the jobs there are)
+  const auto b = run_knmf({"factorize", in, "-k", "7", "--n-iter", "100000", "-o",
                            (tmp.path() / "b.h5").string(), "--batch", "100000", "--quiet"});
   EXPECT_NE(b.status, 0);
   EXPECT_NE(b.out.find("--batch 100000 needs"), std::string::npos) << b.out;
   EXPECT_FALSE(std::filesystem::exists(tmp.path() / "b.h5"));
+}
+
+// Issue 15, defect 5: --batch 1000000 on 2 jobs planned (and allocated) a million replicate
+// slots, 21.8 GB for a 200 x 100 X. The batch is capped at the jobs pending, and the plan says so.
+TEST(NativePlan, ForcedBatchIsCappedAtThePendingJobs) {
+  TempDir tmp("knmf-native-batch");
+  const auto in = (tmp.path() / "tiny.h5ad").string();
+  ASSERT_EQ(run_knmf({"simulate", "-o", in, "--cells", "200", "--genes", "100", "--seed", "5",
+                      "--programs", "3"})
+                .status,
+            0);
+  const auto out = (tmp.path() / "r.h5").string();
+  const auto r = run_knmf({"factorize", in, "-k", "3", "--n-iter", "2", "-o", out, "--batch",
+                           "1000000", "--device-memory-limit", "64M"});
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("plan: k = 3: 2 replicate(s) per batch"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("--batch 1000000 capped at the 2 job(s) of k = 3 pending"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find(out + " is complete"), std::string::npos) << r.out;
+  // a --batch within the jobs is taken as given, without the note
+  const auto b = run_knmf({"factorize", in, "-k", "3", "--n-iter", "2", "-o",
+                           (tmp.path() / "b.h5").string(), "--batch", "2"});
+  ASSERT_EQ(b.status, 0) << b.out;
+  EXPECT_NE(b.out.find("plan: k = 3: 2 replicate(s) per batch"), std::string::npos) << b.out;
+  EXPECT_EQ(b.out.find("capped"), std::string::npos) << b.out;
+}
+
+// Issue 15, defect 9: -o naming the input reported HDF5's "file locking flag values don't
+// match". The same file by another path, a symbolic or a hard link is refused, nothing written.
+TEST(NativePlan, OutputThatIsTheInputIsRefused) {
+  TempDir tmp("knmf-native-same");
+  const auto in = (tmp.path() / "tiny.h5ad").string();
+  ASSERT_EQ(run_knmf({"simulate", "-o", in, "--cells", "60", "--genes", "30", "--seed", "5",
+                      "--programs", "3"})
+                .status,
+            0);
+  std::filesystem::create_symlink(in, tmp.path() / "soft.h5");
+  std::filesystem::create_hard_link(in, tmp.path() / "hard.h5");
+  auto listing = [&] {
+    std::vector<std::string> names;
+    for (const auto& e : std::filesystem::directory_iterator(tmp.path()))
+      names.push_back(e.path().filename().string() + ":" +
+                      std::to_string(e.is_symlink() ? 0 : std::filesystem::file_size(e.path())));
+    std::sort(names.begin(), names.end());
+    return names;
+  };
+  const auto before = listing();
+  const std::string bytes = [&] {
+    std::ifstream f(in, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(f), {});
+  }();
+  for (const auto& out : {(tmp.path() / "." / "tiny.h5ad").string(), (tmp.path() / "soft.h5").string(),
+                          (tmp.path() / "hard.h5").string()}) {
+    const auto r = run_knmf({"factorize", in, "-k", "3", "--n-iter", "2", "-o", out});
+    EXPECT_EQ(r.status, 1) << r.out;
+    EXPECT_EQ(lines(r.out), std::vector<std::string>{"knmf: error: -o '" + out +
+                                                     "': output is the input file '" + in + "'"});
+  }
+  EXPECT_EQ(listing(), before);
+  std::ifstream f(in, std::ios::binary);
+  EXPECT_TRUE(std::string(std::istreambuf_iterator<char>(f), {}) == bytes) << "the input changed";
 }
 
 TEST(NativePlan, BadDtypeOrFormatIsOneLine) {

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <numeric>
 
+#include <hdf5.h>
+
 #include "io_test_util.hpp"
 #include "test_h5ad_support.hpp"
 
@@ -363,3 +365,62 @@ INSTANTIATE_TEST_SUITE_P(Shared, RealFile,
                          });
 
 }  // namespace
+
+// ---- unsupported dtypes (issue 15, defect 9) -------------------------------------------------
+
+namespace {
+
+/// numpy's float16 as h5py stores it: an IEEE half (sign 15, exponent 10..14, mantissa 0..9).
+hid_t float16_type() {
+  const hid_t t = H5Tcopy(H5T_IEEE_F32LE);
+  H5Tset_fields(t, 15, 10, 5, 0, 10);
+  H5Tset_size(t, 2);
+  H5Tset_ebias(t, 15);
+  return t;
+}
+
+/// A copy of fixture `from` in `dir` whose dataset `name` is replaced by a float16 one of
+/// the same shape (all 1.0).
+std::string with_float16(const knmf::test::TempDir& dir, const std::string& from, const char* name) {
+  const auto path = (dir / ("f16_" + from)).string();
+  std::filesystem::copy_file(h5ad_fixture(from), path);
+  const hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  EXPECT_GE(f, 0);
+  const hid_t old = H5Dopen2(f, name, H5P_DEFAULT);
+  const hid_t old_space = H5Dget_space(old);
+  hsize_t dims[2] = {0, 0};
+  const int rank = H5Sget_simple_extent_dims(old_space, dims, nullptr);
+  const auto n = H5Sget_simple_extent_npoints(old_space);
+  H5Sclose(old_space);
+  H5Dclose(old);
+  const hid_t space = H5Screate_simple(rank, dims, nullptr);  // fixed size: contiguous
+  H5Ldelete(f, name, H5P_DEFAULT);
+  const hid_t t = float16_type();
+  const hid_t d = H5Dcreate2(f, name, t, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+  const std::vector<std::uint16_t> ones(static_cast<std::size_t>(n), 0x3C00);
+  EXPECT_GE(H5Dwrite(d, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, ones.data()), 0);
+  H5Dclose(d);
+  H5Tclose(t);
+  H5Sclose(space);
+  H5Fclose(f);
+  return path;
+}
+
+}  // namespace
+
+TEST(H5adReader, Float16IsNamedAsNotSupported) {
+  knmf::test::TempDir dir("knmf-h5ad-f16");
+  for (const auto& [fixture, dataset] : {std::pair<std::string, const char*>{"dense_f32.h5ad", "/X"},
+                                         {"csr_f32.h5ad", "/X/data"}}) {
+    const auto path = with_float16(dir, fixture, dataset);
+    try {
+      H5adReader::open(path);
+      ADD_FAILURE() << path << ": float16 X accepted";
+    } catch (const InputError& e) {
+      EXPECT_EQ(std::string(e.what()),
+                path + ": " + dataset +
+                    " has dtype float16, which knmf does not support (expected integers, "
+                    "float32 or float64)");
+    }
+  }
+}

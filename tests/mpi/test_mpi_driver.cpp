@@ -263,10 +263,11 @@ TEST_F(MpiDriver, RunThatCannotFitStopsBeforeTheResultsFileAsWithoutMpi) {
     EXPECT_NE(ls[0].find("available"), std::string::npos) << what << "\n" << r.out;
     EXPECT_FALSE(fs::exists(out)) << what << ": no output for a run that cannot start";
   }
-  // a forced --batch that does not fit is refused the same way
+  // a forced --batch that does not fit is refused the same way (with as many jobs: a larger
+  // --batch is capped at the jobs there are)
   const auto out = (tmp.path() / "b.h5").string();
-  const auto b = run_lines(mpi({"factorize", counts(), "-k", "7", "--n-iter", "2", "-o", out, "--batch",
-                          "100000", "--quiet"}));
+  const auto b = run_lines(mpi({"factorize", counts(), "-k", "7", "--n-iter", "100000", "-o", out,
+                                "--batch", "100000", "--quiet"}));
   EXPECT_NE(b.status, 0);
   const auto ls = knmf_lines(b.out);
   ASSERT_EQ(ls.size(), 1u) << b.out;

@@ -62,6 +62,43 @@ struct NpyArray {
   static NpyArray from_strings(std::vector<std::int64_t> shape, std::vector<std::string> values);
 };
 
+/// The most bytes the header (the dict after the preamble) of an `.npz` member may take:
+/// v1.0's limit (its length is a uint16). The members knmf reads (a frame's 2-D data and 1-D
+/// labels) need under 200 bytes, and numpy's own reader refuses more than 10,000 by default;
+/// only a shape of thousands of dimensions needs more (a `.npy` file may have one).
+inline constexpr std::uint64_t max_npy_header_bytes = 65535;
+
+/// A `.npy` file's preamble and header: what the rest of the file must hold.
+struct NpyHeader {
+  std::string descr;
+  bool fortran_order = false;
+  std::vector<std::int64_t> shape;
+  std::uint64_t data_offset = 0;  ///< bytes of the magic, version, length and header
+  bool object = false;            ///< '|O': the data is a pickle, of no declared size
+  std::uint64_t data_bytes = 0;   ///< bytes of data the header declares (not for object)
+  /// Elements (product of the shape; 1 for a 0-d array).
+  std::uint64_t size() const;
+};
+
+/// Parse the preamble and header at the start of `bytes` (at least the first data_offset
+/// bytes of a `.npy` file). InputError naming `what` when malformed, unsupported, or the
+/// header announces more than `max_header` bytes.
+NpyHeader parse_npy_header(std::string_view bytes, const std::string& what,
+                           std::uint64_t max_header = UINT64_MAX);
+
+class ZipReader;
+
+/// The header of `.npy` member `member` of an `.npz` archive (at most max_npy_header_bytes),
+/// read by inflating only the member's first bytes; InputError (naming `archive:member`)
+/// when it is longer, or when the archive's declared
+/// size of the member is not the size its header declares (preamble + header + data; for an
+/// object array, at most 64 KiB per element): a zip bomb fails here, before it is inflated.
+NpyHeader read_npz_header(ZipReader& zip, const std::string& member);
+
+/// Member `member` of an `.npz` archive: its header checked as read_npz_header does, then
+/// exactly the bytes it declares inflated and parsed (never more allocated for the inflate).
+NpyArray read_npz_member(ZipReader& zip, const std::string& member);
+
 /// Parse the bytes of a `.npy` file. `what` names the source in error messages
 /// (a path, or "archive.npz:data.npy"). Throws knmf::InputError on anything malformed or
 /// unsupported (structured dtypes, truncated data, a rejected pickle, ...).

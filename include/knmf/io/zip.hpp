@@ -41,13 +41,24 @@ public:
   const ZipEntry* find(const std::string& name) const;
   /// The uncompressed bytes of entry `name` (InputError if absent, corrupt or its CRC differs).
   std::string read(const std::string& name);
-  /// The uncompressed bytes of `entry` (one of entries()).
+  /// The uncompressed bytes of `entry` (one of entries()). Allocates the entry's declared
+  /// size (at most 1032 times its compressed size, deflate's limit) and no more: data that
+  /// inflates beyond it fails at the first byte past it.
   std::string read(const ZipEntry& entry);
+  /// The first min(`max_bytes`, declared size) uncompressed bytes of `entry` (fewer when its
+  /// data ends sooner), inflating only that far; the CRC is not checked (it covers the whole
+  /// entry). For a look at a header before the whole entry is read.
+  std::string read_prefix(const ZipEntry& entry, std::size_t max_bytes);
 
 private:
   template <class... Args>
   [[noreturn]] void fail(const Args&... args) const;
   std::string read_at(std::uint64_t offset, std::uint64_t size, const char* what);
+  /// Checks `entry`'s local header, sizes and method; the offset of its data.
+  std::uint64_t data_offset(const ZipEntry& entry);
+  /// Inflates `entry`'s deflate data (at `offset`) into `out` (sized to the bytes wanted);
+  /// `whole`: output beyond out.size() is an error, else inflating stops there. Bytes produced.
+  std::size_t inflate_into(const ZipEntry& entry, std::uint64_t offset, std::string& out, bool whole);
 
   std::string path_;
   std::ifstream in_;
