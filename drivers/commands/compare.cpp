@@ -45,6 +45,10 @@ public:
   }
 
   int run() override {
+    // the report must not replace what it reports on (another path or a link included)
+    for (const std::string& side : {o_.a, o_.b})
+      if (!json_.empty() && json_ != "-" && io::same_file(json_, side))
+        input_error("--json '", json_, "': it is the compared file '", side, "'");
     const CompareReport report = compare_runs(o_);
     const std::string table = format_compare_report(report);
     if (json_ == "-") {

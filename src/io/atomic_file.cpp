@@ -144,4 +144,10 @@ int remove_leftover_temps(const fs::path& target, bool only_dead_writers) {
   return removed;
 }
 
+bool same_file(const std::filesystem::path& a, const std::filesystem::path& b) {
+  std::error_code ec;
+  const bool same = std::filesystem::equivalent(a, b, ec);  // st_dev and st_ino on POSIX
+  return !ec && same;
+}
+
 }  // namespace knmf::io

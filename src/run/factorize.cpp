@@ -137,9 +137,7 @@ void require_input(const FactorizeConfig& c) {
   require_file(c.input, "input");
   // -o naming the input itself (by another path, a link): the results file would be created
   // over X while X is open. Files are compared by identity (device and inode), not by name.
-  struct stat in {}, out {};
-  if (::stat(c.input.c_str(), &in) == 0 && ::stat(c.results.c_str(), &out) == 0 &&
-      in.st_dev == out.st_dev && in.st_ino == out.st_ino)
+  if (io::same_file(c.input, c.results))
     input_error("-o '", c.results, "': output is the input file '", c.input, "'");
 }
 

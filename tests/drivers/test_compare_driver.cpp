@@ -157,6 +157,32 @@ TEST(CompareDriver, SideWithoutJobsIsNamedPlainly) {
   }
 }
 
+std::string file_bytes(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// --json naming one of the compared files (by another path too) is refused before anything is
+// written: the results file stays as it was.
+TEST(CompareDriver, JsonThatIsAComparedFileIsRefused) {
+  TempDir tmp;
+  const FakeRun run = knmf::test::make_fake_run({3, 4}, 2, 20);
+  knmf::test::write_results(run, tmp / "a.h5");
+  knmf::test::write_results(run, tmp / "b.h5");
+  const std::string a = (tmp / "a.h5").string(), b = (tmp / "b.h5").string();
+  const std::string before = file_bytes(tmp / "b.h5");
+  std::filesystem::create_hard_link(tmp / "b.h5", tmp / "b-link.h5");
+  for (const std::string& json : {b, (tmp / "." / "b.h5").string(), (tmp / "b-link.h5").string()}) {
+    const auto r = run_knmf({"compare", a, b, "--json", json});
+    EXPECT_EQ(r.status, 1) << r.out;
+    const auto l = lines(r.out);
+    ASSERT_EQ(l.size(), 1u) << r.out;
+    EXPECT_NE(l[0].find("--json '" + json + "': it is the compared file '" + b + "'"), std::string::npos)
+        << l[0];
+    EXPECT_EQ(file_bytes(tmp / "b.h5"), before) << "the results file was replaced";
+  }
+}
+
 // knmf factorize (native mode) on cNMF's pbmcA input against cNMF's own run of the same job
 // table (its merged spectra files): knmf's cd solver reproduces scikit-learn's to ~1e-13.
 TEST(CompareDriver, PbmcANativeAgainstCnmfReference) {

@@ -62,6 +62,10 @@ void require_writable_target(const std::filesystem::path& target, const std::str
 /// the process that made it; "" when `filename` is no temporary.
 std::string temp_target(const std::string& filename, pid_t* pid = nullptr);
 
+/// True when `a` and `b` both exist and are the same file (device and inode: another path, a
+/// symbolic or a hard link to it), so that an output never replaces an input of the command.
+bool same_file(const std::filesystem::path& a, const std::filesystem::path& b);
+
 /// Removes the temporaries of `target` left in its folder by processes that no longer run
 /// (or every one of them, `only_dead_writers` false, where the caller knows no writer is
 /// alive). Returns how many it removed.
