@@ -372,6 +372,35 @@ else:
     missing("cnmf")
 p()
 
+# Same-session A/B of two builds (perf/ab.sh): sections 1 and 3 before and after a change.
+ab_txt = sorted(glob.glob(os.path.join(RES, "ab_*.txt")))
+if ab_txt:
+    p("### Before and after a change, same session (perf/ab.sh)")
+    p()
+    p("Two builds alternated run by run (`perf/ab.sh BUILD_A BUILD_B TAG`): section 1's"
+      " iteration (each run the median of the benchmark's 5 repeats) and section 3's pbmcA run"
+      " end to end; medians over the runs and the ratio B/A (above 1: B slower).")
+    p()
+    for f in ab_txt:
+        head, rows = [], {}
+        for line in open(f):
+            if line.startswith("#"):
+                head.append(line[1:].strip())
+                continue
+            w = line.split()
+            key = ("iteration " + re.sub(r"/iterations:1/repeats:5/manual_time", "", w[3])
+                   + " (ms)") if w[0] == "iter" else "pbmcA end to end (s)"
+            rows.setdefault(key, {"A": [], "B": []})[w[1]].append(float(w[-1]))
+        p(f"`{os.path.basename(f)}`: " + "; ".join(head))
+        p()
+        p("| case | A runs | A median | B runs | B median | B/A |")
+        p("|---|---|---|---|---|---|")
+        for key, v in rows.items():
+            a, b = statistics.median(v["A"]), statistics.median(v["B"])
+            fr = lambda xs: ", ".join(f"{x:.4g}" for x in xs)
+            p(f"| {key} | {fr(v['A'])} | {a:.4g} | {fr(v['B'])} | {b:.4g} | {b / a:.3f} |")
+        p()
+
 p("## 4. Fixed-iteration MU: knmf against a PyTorch batched engine (issue 6)")
 p()
 tk = load("torch_knmf.jsonl")
