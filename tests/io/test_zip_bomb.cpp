@@ -28,7 +28,12 @@ std::atomic<std::size_t> g_cap{0};      // 0: allocations are not watched
 std::atomic<std::size_t> g_largest{0};  // the largest allocation while watched
 }  // namespace
 
+// nvcc compiles a replaced operator new for the device as well (it is implicitly
+// __host__ __device__); the device pass gets a plain malloc, the host the watched one.
 void* operator new(std::size_t n) {
+#ifdef __CUDA_ARCH__
+  return std::malloc(n ? n : 1);
+#else
   if (const std::size_t cap = g_cap.load(std::memory_order_relaxed)) {
     std::size_t seen = g_largest.load(std::memory_order_relaxed);
     while (n > seen && !g_largest.compare_exchange_weak(seen, n)) {
@@ -37,6 +42,7 @@ void* operator new(std::size_t n) {
   }
   if (void* p = std::malloc(n ? n : 1)) return p;
   throw std::bad_alloc();
+#endif
 }
 void operator delete(void* p) noexcept { std::free(p); }
 void operator delete(void* p, std::size_t) noexcept { std::free(p); }
