@@ -628,6 +628,8 @@ def family_zip(ctx):
     m2[2].over["offset"] = 0
     m2[2].over["local_name"] = "columns.npy"
     yield zcase("overlap_entry_into_other_payload", build_zip(m2), [])
+    yield zcase("duplicate_member_names", build_zip(job_table_members() + [Member("data.npy", npy_bytes(np.zeros((1, 3), np.int64)))]),
+                ["data.npy"])
     yield zcase("missing_index_member", build_zip([x for x in job_table_members() if x.name != "index.npy"]), ["index"])
     yield zcase("missing_data_member", build_zip([x for x in job_table_members() if x.name != "data.npy"]), ["data"])
     yield zcase("empty_archive", build_zip([]), [])
@@ -660,6 +662,9 @@ def family_zip(ctx):
     m = job_table_members()
     m[0].over["flags"] = 1
     yield zcase("encrypted_flag", build_zip(m), ["data.npy", "encrypted"])
+    m = job_table_members()
+    m[1].over["local_name"] = "xndex.npy"
+    yield zcase("local_name_mismatch", build_zip(m), [])
     m = job_table_members()
     m[0].over["crc"] = 0x12345678
     yield zcase("crc_mismatch", build_zip(m), ["data.npy"])
