@@ -720,6 +720,7 @@ def family_yaml(ctx):
     yield ycase("init_mapping", sub("init", "{a: 1}"), ["init"])
     yield ycase("missing_max_iter", drop("max_iter"), ["max_iter"])
     yield ycase("missing_solver", drop("solver"), ["solver"])
+    yield ycase("duplicated_key", YAML_BASE + "max_iter: 60\n", ["max_iter"])
     yield ycase("tab_indentation", "params:\n\tmax_iter: 50\n", [])
     yield ycase("tab_in_mapping_value_line", YAML_BASE.replace("tol: 0.0001", "tol:\t0.0001\n\t- x"), [])
     yield ycase("not_a_mapping_list", "- 1\n- 2\n", ["mapping"])
