@@ -141,9 +141,12 @@ def family_shape(ctx):
     yield control_native(ctx, "control_dense", fmt="dense")
     cells = [f"cell{i}" for i in range(N_CELLS)]
     genes = [f"gene{j}" for j in range(N_GENES)]
+    yield h5ad_case(ctx, "obs_short", obs=cells[:-1])
+    yield h5ad_case(ctx, "obs_long", obs=cells + ["extra"])
     yield h5ad_case(ctx, "var_short", var=genes[:-1])
     yield h5ad_case(ctx, "var_long", var=genes + ["extra"])
     yield h5ad_case(ctx, "dense_var_long", fmt="dense", var=genes + ["extra"])
+    yield h5ad_case(ctx, "dense_obs_short", fmt="dense", obs=cells[:-1])
     yield h5ad_case(ctx, "csc_var_short", fmt="csc", var=genes[:-1])
     yield h5ad_case(ctx, "shape_more_rows", shape=(N_CELLS + 1, N_GENES), obs=cells + ["extra"])
     yield h5ad_case(ctx, "shape_fewer_rows", shape=(N_CELLS - 1, N_GENES), obs=cells[:-1])
@@ -151,7 +154,7 @@ def family_shape(ctx):
     yield h5ad_case(ctx, "shape_more_cols", shape=(N_CELLS, N_GENES + 1))
     yield h5ad_case(ctx, "shape_rank3", shape=(N_CELLS, N_GENES, 1))
     yield h5ad_case(ctx, "shape_rank1", shape=(N_CELLS,))
-    yield h5ad_case(ctx, "shape_negative", shape=(-N_CELLS, N_GENES))
+    yield h5ad_case(ctx, "shape_negative", ["[-30, 12]", "negative"], shape=(-N_CELLS, N_GENES))
     yield h5ad_case(ctx, "csc_shape_fewer_rows", fmt="csc", shape=(N_CELLS - 1, N_GENES), obs=cells[:-1])
     d, i, p = csr_parts(base_x())
     yield h5ad_case(ctx, "data_longer_than_indices", data=np.append(d, np.float32(1)))
@@ -167,7 +170,7 @@ def family_shape(ctx):
     yield h5ad_case(ctx, "encoding_coo", encoding="coo_matrix")
     yield h5ad_case(ctx, "no_encoding", x_attrs={"encoding-type": None})
     yield h5ad_case(ctx, "no_shape_attr", x_attrs={"shape": None})
-    for grp in ("var", "X"):
+    for grp in ("obs", "var", "X"):
         d = ctx.dir(f"no_{grp}")
         inp = os.path.join(d, "x.h5ad")
         write_h5ad(inp)
