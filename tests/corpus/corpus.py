@@ -862,6 +862,8 @@ def family_options(ctx):
                 ["--output-dir"], where="cnmf")
     yield ocase("cnmf_mode_with_tol", ["factorize", "--output-dir", "@D", "--name", "run", "--tol", "0.1", "--quiet"],
                 ["--tol"], where="cnmf")
+    yield ocase("cnmf_mode_with_k", ["factorize", "--output-dir", "@D", "--name", "run", "-k", "3", "--quiet"],
+                ["-k", "cNMF mode"], where="cnmf")
     yield ocase("worker_index_beyond", ["factorize", "--output-dir", "@D", "--name", "run", "--worker-index", "2",
                                         "--total-workers", "2", "--quiet"], ["--worker-index", "2"], where="cnmf")
     yield ocase("total_workers_zero", ["factorize", "--output-dir", "@D", "--name", "run", "--total-workers", "0",
