@@ -953,6 +953,7 @@ def family_output(ctx):
                            "-k", "2", "--output-dir", os.path.join(d, "file"), "--name", "run"]
     sim = lambda o: (lambda d, inp: ["simulate", "--cells", "20", "--genes", "10", "-o", o.replace("@D", d)])
     yield out_case("simulate_under_file", sim("@D/file/s.h5ad"), ["@D/file/s.h5ad"], where=None)
+    yield out_case("simulate_is_folder", sim("@D/folder"), ["@D/folder"], where=None)
     yield out_case("simulate_missing_parent", sim("@D/no/s.h5ad"), ["@D/no/s.h5ad"], where=None)
 
 
