@@ -955,6 +955,9 @@ def family_output(ctx):
     yield out_case("simulate_under_file", sim("@D/file/s.h5ad"), ["@D/file/s.h5ad"], where=None)
     yield out_case("simulate_is_folder", sim("@D/folder"), ["@D/folder"], where=None)
     yield out_case("simulate_missing_parent", sim("@D/no/s.h5ad"), ["@D/no/s.h5ad"], where=None)
+    cmp_json = lambda d, inp: ["compare", os.path.join(d, "r.h5"), os.path.join(d, "r.h5"), "--json",
+                               os.path.join(d, "file", "c.json")]
+    yield out_case("compare_json_under_file", cmp_json, ["--json", "@D/file/c.json"], where="results")
 
 
 # ---------------------------------------------------------------------------------------------
