@@ -951,6 +951,10 @@ def family_output(ctx):
     yield out_case("plot_under_file_native", ksn, ["--plot", "@D/file/k.png"], where="results")
     cons = lambda d, inp: ["consensus", "--results", os.path.join(d, "r.h5"), "--counts", os.path.join(d, "x.h5ad"),
                            "-k", "2", "--output-dir", os.path.join(d, "file"), "--name", "run"]
+    yield out_case("consensus_output_dir_is_file", cons, ["@D/file"], where="results")
+    ksd = lambda d, inp: ["k-selection", "--results", os.path.join(d, "r.h5"), "--counts", os.path.join(d, "x.h5ad"),
+                          "--output-dir", os.path.join(d, "file"), "--name", "run"]
+    yield out_case("k_selection_output_dir_is_file", ksd, ["@D/file"], where="results")
     sim = lambda o: (lambda d, inp: ["simulate", "--cells", "20", "--genes", "10", "-o", o.replace("@D", d)])
     yield out_case("simulate_under_file", sim("@D/file/s.h5ad"), ["@D/file/s.h5ad"], where=None)
     yield out_case("simulate_is_folder", sim("@D/folder"), ["@D/folder"], where=None)
