@@ -49,6 +49,8 @@ public:
     for (const std::string& side : {o_.a, o_.b})
       if (!json_.empty() && json_ != "-" && io::same_file(json_, side))
         input_error("--json '", json_, "': it is the compared file '", side, "'");
+    // an unwritable --json is refused before the comparison prints anything
+    if (!json_.empty() && json_ != "-") io::require_writable_target(json_, "--json " + json_);
     const CompareReport report = compare_runs(o_);
     const std::string table = format_compare_report(report);
     if (json_ == "-") {

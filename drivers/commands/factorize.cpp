@@ -77,6 +77,12 @@ public:
         if (sub_->count(opt) > 0)
           input_error(opt, " cannot be used in cNMF mode: the run's values come from ",
                       c_.name, ".nmf_idvrun_params.yaml (edit it, or use native mode)");
+    // native mode's job options would be ignored: the jobs come from the job table
+    if (c_.cnmf_mode())
+      for (const char* opt : {"-k", "--n-iter", "--seed", "-o", "--save-usages"})
+        if (sub_->count(opt) > 0)
+          input_error(opt, " cannot be used in cNMF mode: the jobs come from ", c_.name,
+                      ".nmf_params.df.npz (or use native mode)");
 #if KNMF_HAVE_MPI
     dist_.mode = parse_distribution(distribute_);
     if (world_size() > 1 || sub_->count("--distribute") > 0 || dist_.static_split) {

@@ -1,9 +1,11 @@
 // `knmf simulate`: single-cell counts with planted gene-expression programs, and their truth.
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <string>
 
 #include "command.hpp"
+#include "knmf/core/error.hpp"
 #include "knmf/prepare/simulate.hpp"
 
 namespace knmf::cli {
@@ -47,6 +49,10 @@ public:
   }
 
   int run() override {
+    // a folder as -o: found before the ground-truth files beside it are written
+    std::error_code ec;
+    if (std::filesystem::is_directory(output_, ec))
+      input_error("-o '", output_, "': is a folder, not a file");
     const prepare::Simulator sim(o_);
     const auto files = prepare::write_simulation(sim, output_, block_rows_);
     std::printf("knmf simulate: %lld cells x %lld genes, %lld non-zero counts (%.1f%%), "

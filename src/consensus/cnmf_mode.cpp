@@ -400,12 +400,28 @@ struct NativeInputs {
 
 /// Where the outputs go, checked before any work: the results file must be updatable, an
 /// output folder (for cNMF's files) is optional.
+/// The folder `dir` exists or can be made: its nearest existing ancestor is a folder. Checked
+/// before the results file is updated, creating nothing.
+void check_folder_creatable(const std::string& dir) {
+  std::error_code ec;
+  for (fs::path p = fs::absolute(dir, ec); !p.empty(); p = p.parent_path()) {
+    const auto st = fs::status(p, ec);
+    if (fs::exists(st)) {
+      if (!fs::is_directory(st))
+        input_error(dir, ": cannot create the folder (", p.string(), " is not a folder)");
+      return;
+    }
+    if (p == p.parent_path()) return;
+  }
+}
+
 void check_native_outputs(const NativeRequest& req) {
   if (!req.update_results && req.output_dir.empty())
     input_error(req.results, ": nothing to write: the results file is left unchanged and no "
                 "--output-dir/--name was given for cNMF's files");
   if (!req.output_dir.empty() && req.name.empty())
     input_error("--name is empty: cNMF's files need a run name");
+  if (!req.output_dir.empty()) check_folder_creatable(io::CnmfPaths(req.output_dir, req.name).tmp_dir());
   if (req.update_results) io::check_results_updatable(req.results);
 }
 

@@ -171,8 +171,13 @@ NmfRunParams read_nmf_run_params(const std::string& path) {
 
   NmfRunParams p;
   try {
+    std::vector<std::string> seen;
     for (const auto& kv : root) {
       const std::string key = kv.first.as<std::string>();
+      // PyYAML (cNMF) keeps the last of two equal keys, yaml-cpp finds the first: refuse
+      if (std::find(seen.begin(), seen.end(), key) != seen.end())
+        input_error(path, ": key '", key, "' appears twice");
+      seen.push_back(key);
       if (std::find(std::begin(kKnownKeys), std::end(kKnownKeys), key) == std::end(kKnownKeys))
         p.unknown_keys.push_back(key);
     }

@@ -240,9 +240,12 @@ struct H5adReader::Impl {
     auto shape = h5::int_attr(g.get(), "shape");
     if (!shape) shape = h5::int_attr(g.get(), "h5sparse_shape");
     if (!shape) input_error(file, ": /X has no shape attribute");
-    if (shape->size() != 2 || (*shape)[0] < 0 || (*shape)[1] < 0)
+    if (shape->size() != 2)
       input_error(file, ": /X has a shape attribute of ", shape->size(),
                   " entries; expected [n_obs, n_vars]");
+    if ((*shape)[0] < 0 || (*shape)[1] < 0)
+      input_error(file, ": /X has the shape attribute [", (*shape)[0], ", ", (*shape)[1],
+                  "]: a negative size");
     info.format = fmt == "csr" ? StorageFormat::Csr : StorageFormat::Csc;
     info.n_obs = (*shape)[0];
     info.n_vars = (*shape)[1];
@@ -589,6 +592,34 @@ struct H5adReader::Impl {
     return out;
   }
 
+  /// The length of the obs or var index against X, read from the dataset's extent (no names
+  /// are read): factorize needs no cell names, but a file whose obs does not match X is
+  /// malformed (consensus would refuse it after the factorization). The layouts are those of
+  /// index_names(); a layout it rejects is left for it to report.
+  void check_index_length(const char* elem, std::int64_t expected, const char* dim) const {
+    const std::string g = std::string("/") + elem;
+    if (!h5::exists(fid.get(), g)) input_error(file, ": no ", g, " (the ", elem, " dataframe holding the ", dim, " names)");
+    std::string name = g;
+    const H5I_type_t kind = h5::object_type(fid.get(), g);
+    if (kind == H5I_GROUP) {
+      h5::Group grp(H5Gopen2(fid.get(), g.c_str(), H5P_DEFAULT));
+      auto key = h5::string_attr(grp.get(), "_index");
+      if (!key) {
+        if (h5::exists(grp.get(), "_index")) key = "_index";
+        else if (h5::exists(grp.get(), "index")) key = "index";
+        else return;
+      }
+      name = g + "/" + *key;
+      if (!h5::exists(fid.get(), name) || h5::object_type(fid.get(), name) != H5I_DATASET) return;
+    } else if (kind != H5I_DATASET) {
+      return;
+    }
+    h5::Dataset d = open_dataset(name);
+    const auto ext = h5::dims(d.get());
+    if (ext.size() == 1 && static_cast<std::int64_t>(ext[0]) != expected)
+      input_error(file, ": ", name, " has ", ext[0], " names but X has ", expected, " ", dim, "s");
+  }
+
   std::vector<std::string> index_names(const char* elem, std::int64_t expected, const char* dim) const {
     const std::string g = std::string("/") + elem;
     if (!h5::exists(fid.get(), g)) input_error(file, ": no ", g, " (the ", elem, " dataframe holding the ", dim, " names)");
@@ -683,6 +714,7 @@ H5adReader H5adReader::open(const std::filesystem::path& path, const H5adReadOpt
     case H5I_GROUP: impl->open_sparse(); break;
     default: input_error(file, ": not an AnnData file: /X is neither a dataset nor a group");
   }
+  impl->check_index_length("obs", impl->info.n_obs, "row");
   return H5adReader(std::move(impl));
 }
 

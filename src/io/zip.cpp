@@ -166,6 +166,10 @@ ZipReader::ZipReader(const std::string& path) : path_(path), in_(path, std::ios:
       }
       q += 4 + len;
     }
+    // Two entries of one name: readers disagree on which counts (Python's zipfile takes the
+    // last, a scan from the front the first), so the archive is ambiguous.
+    for (const auto& prior : entries_)
+      if (prior.name == z.name) fail("entry '", z.name, "' appears twice in the central directory");
     entries_.push_back(std::move(z));
     p += kCentralHeaderSize + name_len + extra_len + comment_len;
   }
@@ -187,6 +191,12 @@ std::uint64_t ZipReader::data_offset(const ZipEntry& e) {
   if (e.flags & 0x1) input_error(path_, ": entry '", e.name, "' is encrypted");
   const std::string local = read_at(e.local_header_offset, kLocalHeaderSize, "a local header");
   if (get32(local.data()) != kLocalSig) fail("bad local header signature for entry '", e.name, "'");
+  // The local header must name the entry the central directory names (as Python's zipfile
+  // checks): otherwise the directory points at another entry's data.
+  const std::size_t local_name_len = get16(local.data() + 26);
+  if (local_name_len != e.name.size() ||
+      read_at(e.local_header_offset + kLocalHeaderSize, local_name_len, "a local header's name") != e.name)
+    fail("the local header of entry '", e.name, "' names another entry");
   const std::uint64_t at =
       e.local_header_offset + kLocalHeaderSize + get16(local.data() + 26) + get16(local.data() + 28);
   if (at > directory_offset_ || e.compressed_size > directory_offset_ - at)

@@ -274,7 +274,7 @@ TEST(CnmfFiles, ReplicateAndMergedSpectraAreChecked) {
 }
 
 TEST(CnmfFiles, CnmfCombineCanLoadOurSpectra) {
-  if (!knmf::test::python_with_pandas()) GTEST_SKIP() << "/usr/bin/python3 with numpy/pandas missing";
+  ASSERT_TRUE(knmf::test::python_with_pandas());
   knmf::test::TempDir dir("knmf-cnmf");
   const knmf::io::CnmfPaths paths(dir.path().string(), "run");
   std::filesystem::create_directories(paths.tmp_dir());
