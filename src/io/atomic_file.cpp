@@ -38,7 +38,7 @@ void sync_path(const fs::path& p, bool directory, const std::string& what) {
   const int err = errno;
   ::close(fd);
   if (rc != 0 && !(directory && (err == EINVAL || err == EROFS)))
-    input_error(what, ": fsync of ", p.string(), " failed: ", std::strerror(err));
+    input_error("cannot write ", what, ": ", std::strerror(err));
 }
 
 AtomicFile::AtomicFile(const fs::path& target, std::string what)
@@ -72,7 +72,7 @@ void AtomicFile::write(const void* data, std::size_t size) {
     const ssize_t n = ::write(fd_, p, size);
     if (n < 0) {
       if (errno == EINTR) continue;
-      input_error(what_, ": cannot write: ", std::strerror(errno));
+      input_error("cannot write ", what_, ": ", std::strerror(errno));
     }
     p += n;
     size -= static_cast<std::size_t>(n);
@@ -84,7 +84,7 @@ void AtomicFile::commit(Replace replace) {
   if (fd_ >= 0) {
     const int rc = ::close(fd_);
     fd_ = -1;
-    if (rc != 0) input_error(what_, ": cannot write: close failed (", std::strerror(errno), ")");
+    if (rc != 0) input_error("cannot write ", what_, ": ", std::strerror(errno));
   }
   if (replace == Replace::yes) {
     // the new file takes the old one's permission bits (a group-writable file stays so)

@@ -66,6 +66,7 @@ struct H5adWriter::Impl {
   void guarded(F&& f) {
     try {
       f();
+      if (fid) h5::check_writes(file, fid.get());  // a dropped write ends the file here
     } catch (...) {
       failed = true;
       throw;
@@ -97,6 +98,7 @@ struct H5adWriter::Impl {
   void start() {
     h5::PropList fapl(H5Pcreate(H5P_FILE_ACCESS));
     H5Pset_file_locking(fapl.get(), true, true);
+    h5::use_write_latch(fapl.get());
     fid = h5::File(H5Fcreate(atomic->temp().c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()));
     if (!fid) h5::fail(file, "cannot create " + atomic->temp().string());
     h5::Group root(H5Gopen2(fid.get(), "/", H5P_DEFAULT));
@@ -340,7 +342,7 @@ void H5adWriter::close() {
     m.data.reset();
     m.indices.reset();
     m.indptr.reset();
-    if (H5Fclose(m.fid.release()) < 0) h5::fail(m.file, "cannot close " + m.atomic->temp().string());
+    h5::close(m.file, m.fid);
     m.atomic->commit(AtomicFile::Replace::yes);
   });
   m.done = true;

@@ -3,7 +3,16 @@
 
 #include "io/hdf5.hpp"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstddef>
+#include <cstdlib>
 #include <cstring>
+#include <mutex>
 
 namespace knmf::io::detail::h5 {
 
@@ -33,7 +42,263 @@ std::string last_error() {
   return msg;
 }
 
+// ---- the write latch: a POSIX file driver whose failed writes end the file's writing ----
+
+namespace {
+
+/// The latch of this thread that tripped last, while its file is open, and its errno (for
+/// `fail`, which knows the file only by name: the reason of errors after a dropped write);
+/// the errno of the latch closed last (for `close`).
+thread_local const void* t_tripped = nullptr;
+thread_local int t_tripped_err = 0;
+thread_local int t_closed_err = 0;
+
+struct Latched {
+  H5FD_t pub;  // first: HDF5 sees this
+  int fd = -1;
+  haddr_t eoa = 0, eof = 0;
+  dev_t dev = 0;
+  ino_t ino = 0;
+  int failed = 0;  // errno of the first failed write
+};
+
+Latched* latched(H5FD_t* f) { return reinterpret_cast<Latched*>(f); }
+const Latched* latched(const H5FD_t* f) { return reinterpret_cast<const Latched*>(f); }
+
+// as sec2: offsets are off_t
+constexpr haddr_t kMaxAddr = (haddr_t(1) << (8 * sizeof(off_t) - 1)) - 1;
+
+H5FD_t* latch_open(const char* name, unsigned flags, hid_t /*fapl*/, haddr_t maxaddr) {
+  if (!name || !*name || maxaddr == 0 || maxaddr > kMaxAddr) return nullptr;
+  int o = (flags & H5F_ACC_RDWR) ? O_RDWR : O_RDONLY;
+  if (flags & H5F_ACC_TRUNC) o |= O_TRUNC;
+  if (flags & H5F_ACC_CREAT) o |= O_CREAT;
+  if (flags & H5F_ACC_EXCL) o |= O_EXCL;
+  const int fd = ::open(name, o | O_CLOEXEC, 0666);
+  if (fd < 0) {
+    H5Epush2(H5E_DEFAULT, __FILE__, "latch_open", __LINE__, H5E_ERR_CLS, H5E_FILE, H5E_CANTOPENFILE,
+             "unable to open file: name = '%s', errno = %d, error message = '%s'", name, errno,
+             std::strerror(errno));
+    return nullptr;
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    ::close(fd);
+    return nullptr;
+  }
+  auto* f = new Latched{};
+  f->fd = fd;
+  f->eof = haddr_t(st.st_size);
+  f->dev = st.st_dev;
+  f->ino = st.st_ino;
+  return &f->pub;
+}
+
+herr_t latch_close(H5FD_t* file) {
+  Latched* f = latched(file);
+  const int rc = ::close(f->fd);
+  const bool failed = f->failed != 0;
+  t_closed_err = f->failed;
+  if (t_tripped == f) {
+    t_tripped = nullptr;
+    t_tripped_err = 0;
+  }
+  delete f;
+  return rc == 0 || failed ? 0 : -1;
+}
+
+int latch_cmp(const H5FD_t* a, const H5FD_t* b) {
+  const Latched *x = latched(a), *y = latched(b);
+  if (x->dev != y->dev) return x->dev < y->dev ? -1 : 1;
+  if (x->ino != y->ino) return x->ino < y->ino ? -1 : 1;
+  return 0;
+}
+
+herr_t latch_query(const H5FD_t* /*f*/, unsigned long* flags) {
+  // what sec2 offers (metadata aggregation and accumulation, data sieving, small-data
+  // aggregation, a POSIX descriptor)
+  *flags = H5FD_FEAT_AGGREGATE_METADATA | H5FD_FEAT_ACCUMULATE_METADATA | H5FD_FEAT_DATA_SIEVE |
+           H5FD_FEAT_AGGREGATE_SMALLDATA | H5FD_FEAT_POSIX_COMPAT_HANDLE;
+  return 0;
+}
+
+haddr_t latch_get_eoa(const H5FD_t* f, H5FD_mem_t) { return latched(f)->eoa; }
+herr_t latch_set_eoa(H5FD_t* f, H5FD_mem_t, haddr_t addr) {
+  latched(f)->eoa = addr;
+  return 0;
+}
+haddr_t latch_get_eof(const H5FD_t* f, H5FD_mem_t) { return latched(f)->eof; }
+
+herr_t latch_get_handle(H5FD_t* f, hid_t, void** handle) {
+  *handle = &latched(f)->fd;
+  return 0;
+}
+
+herr_t latch_read(H5FD_t* file, H5FD_mem_t, hid_t, haddr_t addr, size_t size, void* buf) {
+  Latched* f = latched(file);
+  auto* p = static_cast<unsigned char*>(buf);
+  while (size > 0) {
+    const ssize_t n = ::pread(f->fd, p, size, off_t(addr));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      H5Epush2(H5E_DEFAULT, __FILE__, "latch_read", __LINE__, H5E_ERR_CLS, H5E_IO, H5E_READERROR,
+               "file read failed: errno = %d, error message = '%s'", errno, std::strerror(errno));
+      return -1;
+    }
+    if (n == 0) {  // past the end of the file: zeros (as sec2)
+      std::memset(p, 0, size);
+      break;
+    }
+    p += n;
+    addr += haddr_t(n);
+    size -= size_t(n);
+  }
+  return 0;
+}
+
+herr_t latch_write(H5FD_t* file, H5FD_mem_t, hid_t, haddr_t addr, size_t size, const void* buf) {
+  Latched* f = latched(file);
+  const haddr_t end = addr + size;
+  if (f->failed) return 0;  // the file is abandoned: nothing more reaches the disk
+  const auto* p = static_cast<const unsigned char*>(buf);
+  haddr_t at = addr;
+  while (size > 0) {
+    const ssize_t n = ::pwrite(f->fd, p, size, off_t(at));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      f->failed = n < 0 ? errno : ENOSPC;
+      t_tripped = f;
+      t_tripped_err = f->failed;
+      return 0;
+    }
+    p += n;
+    at += haddr_t(n);
+    size -= size_t(n);
+  }
+  if (end > f->eof) f->eof = end;
+  return 0;
+}
+
+herr_t latch_truncate(H5FD_t* file, hid_t, hbool_t) {
+  Latched* f = latched(file);
+  if (f->failed || f->eoa == f->eof) return 0;
+  if (::ftruncate(f->fd, off_t(f->eoa)) != 0) {
+    f->failed = errno;
+    t_tripped = f;
+    t_tripped_err = f->failed;
+    return 0;
+  }
+  f->eof = f->eoa;
+  return 0;
+}
+
+herr_t latch_lock(H5FD_t* file, hbool_t rw) {
+  // HDF5's file locking (as sec2); file systems without flock pass (knmf's files ask HDF5 to
+  // ignore disabled locks)
+  if (::flock(latched(file)->fd, (rw ? LOCK_EX : LOCK_SH) | LOCK_NB) == 0 || errno == ENOSYS) return 0;
+  H5Epush2(H5E_DEFAULT, __FILE__, "latch_lock", __LINE__, H5E_ERR_CLS, H5E_FILE, H5E_CANTLOCKFILE,
+           "unable to lock the file: errno = %d, error message = '%s'", errno, std::strerror(errno));
+  return -1;
+}
+
+herr_t latch_unlock(H5FD_t* file) {
+  if (::flock(latched(file)->fd, LOCK_UN) == 0 || errno == ENOSYS) return 0;
+  return -1;
+}
+
+hid_t latch_driver() {
+  static std::mutex m;
+  static hid_t id = H5I_INVALID_HID;
+  std::lock_guard<std::mutex> lock(m);
+  if (id >= 0 && H5Iis_valid(id) > 0) return id;  // (again after an H5close of the host)
+  static H5FD_class_t cls = [] {
+    H5FD_class_t c{};
+    c.name = "knmf_write_latch";
+    c.maxaddr = kMaxAddr;
+    c.fc_degree = H5F_CLOSE_WEAK;
+    c.open = latch_open;
+    c.close = latch_close;
+    c.cmp = latch_cmp;
+    c.query = latch_query;
+    c.get_eoa = latch_get_eoa;
+    c.set_eoa = latch_set_eoa;
+    c.get_eof = latch_get_eof;
+    c.get_handle = latch_get_handle;
+    c.read = latch_read;
+    c.write = latch_write;
+    c.truncate = latch_truncate;
+    c.lock = latch_lock;
+    c.unlock = latch_unlock;
+    const H5FD_mem_t fl_map[H5FD_MEM_NTYPES] = H5FD_FLMAP_DICHOTOMY;  // as sec2
+    std::memcpy(c.fl_map, fl_map, sizeof fl_map);
+    return c;
+  }();
+  id = H5FDregister(&cls);
+  return id;
+}
+
+}  // namespace
+
+void use_write_latch(hid_t fapl) {
+  const hid_t driver = latch_driver();
+  if (driver < 0 || H5Pset_driver(fapl, driver, nullptr) < 0)
+    throw LogicError("internal error: cannot set knmf's HDF5 file driver");
+}
+
+int failed_write(hid_t fid) {
+  PropList fapl(H5Fget_access_plist(fid));
+  if (!fapl || H5Pget_driver(fapl.get()) != latch_driver()) return 0;
+  void* handle = nullptr;
+  if (H5Fget_vfd_handle(fid, H5P_DEFAULT, &handle) < 0 || !handle) return 0;
+  const auto* f = reinterpret_cast<const Latched*>(static_cast<const char*>(handle) - offsetof(Latched, fd));
+  return f->failed;
+}
+
+void check_writes(const std::string& file, hid_t fid) {
+  if (const int err = failed_write(fid)) input_error("cannot write ", file, ": ", std::strerror(err));
+}
+
+void close(const std::string& file, File& f) {
+  if (!f) return;
+  ErrorSilencer quiet;
+  const hid_t id = f.release();
+  unsigned intent = 0;
+  const bool flushed = H5Fget_intent(id, &intent) < 0 || !(intent & H5F_ACC_RDWR) ||
+                       H5Fflush(id, H5F_SCOPE_LOCAL) >= 0;
+  const int err = failed_write(id);  // the close itself only rewrites the superblock
+  const std::string flush_error = flushed ? "" : last_error();
+  t_closed_err = 0;
+  const bool closed = H5Fclose(id) >= 0;
+  const int close_err = t_closed_err;
+  if (err || close_err) input_error("cannot write ", file, ": ", std::strerror(err ? err : close_err));
+  if (!flushed) input_error(file, ": cannot write: ", flush_error);
+  if (!closed) fail(file, "cannot close");
+}
+
+namespace {
+/// The errno that HDF5's POSIX drivers put in their messages ("..., errno = 28, error
+/// message = '...'") and whether the failing call was a read; 0 when the stack has none.
+struct SystemError {
+  int err = 0;
+  bool read = false;
+};
+
+herr_t find_errno(unsigned /*n*/, const H5E_error2_t* e, void* data) {
+  auto* out = static_cast<SystemError*>(data);
+  // reads, writes and truncations only (a lock held by another process is no disk failure)
+  const bool io = e->maj_num == H5E_IO &&
+                  (e->min_num == H5E_READERROR || e->min_num == H5E_WRITEERROR || e->min_num == H5E_SEEKERROR);
+  const char* at = io && e->desc ? std::strstr(e->desc, "errno = ") : nullptr;
+  if (at) *out = SystemError{std::atoi(at + std::strlen("errno = ")), e->min_num == H5E_READERROR};
+  return 0;
+}
+}  // namespace
+
 void fail(const std::string& file, const std::string& what) {
+  SystemError se;
+  H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, &find_errno, &se);  // keeps the innermost
+  if (se.err == 0 && t_tripped_err) se = SystemError{t_tripped_err, false};  // after a dropped write
+  if (se.err > 0) input_error(se.read ? "cannot read " : "cannot write ", file, ": ", std::strerror(se.err));
   const std::string hdf5 = last_error();
   if (hdf5.empty()) input_error(file, ": ", what);
   input_error(file, ": ", what, ": ", hdf5);

@@ -88,8 +88,32 @@ private:
 /// Read it right after the failing call: most HDF5 calls clear the stack.
 std::string last_error();
 
-/// Throw `InputError("<file>: <what>[: <last HDF5 error>]")`.
+/// Throw `InputError("<file>: <what>[: <last HDF5 error>]")`; where the failure comes from
+/// the operating system (a full disk, a quota, an I/O error), one line naming it:
+/// "cannot write <file>: No space left on device" ("cannot read" for reads).
 [[noreturn]] void fail(const std::string& file, const std::string& what);
+
+/// Gives `fapl` knmf's file driver for files it writes: HDF5's POSIX I/O (as its default
+/// sec2 driver) behind a latch. The first write that fails (a full disk, a quota, an I/O
+/// error) is remembered, and from then on the file's writes and truncations succeed without
+/// reaching the disk: HDF5 never meets a failure half-way through a flush or a close. (HDF5
+/// 1.10 cannot recover from one: its metadata cache stays half-flushed, and a failed H5Fclose
+/// frees the file yet leaves its identifier, which H5_term_library closes again: the
+/// segfault in H5F__close_cb, the "infinite loop closing library" of a full disk.) The
+/// failure is reported where the file is flushed or closed: `check_writes`, `close`.
+void use_write_latch(hid_t fapl);
+
+/// The errno of the first failed write of `fid` (a file opened with use_write_latch), 0 when
+/// every write succeeded.
+int failed_write(hid_t fid);
+
+/// InputError "cannot write <file>: <reason>" when a write of `fid` failed.
+void check_writes(const std::string& file, hid_t fid);
+
+/// Close `f` (a file this process wrote; its objects closed before), reporting what failed:
+/// InputError "cannot write <file>: <reason>" for a failed write, as `fail` otherwise. The
+/// file is closed in every case.
+void close(const std::string& file, File& f);
 
 /// Dimensions of a dataset (rank = size of the result).
 std::vector<hsize_t> dims(hid_t dataset);

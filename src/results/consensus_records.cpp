@@ -610,12 +610,12 @@ void update_results_file(const fs::path& path, const ResultsAdditions& add, cons
     }
     for (const auto& r : add.consensus) write_record(file, dst.get(), r, info, now);
     if (add.k_selection) write_k_selection(file, dst.get(), *add.k_selection, now);
-    close_file(file, dst, tmp.temp());
+    h5::close(file, dst);
     if (opts.on_step) opts.on_step(UpdateStep::copied);
   }
   tmp.commit(AtomicFile::Replace::yes);
   if (opts.on_step) opts.on_step(UpdateStep::renamed);
-  close_file(file, src, path);
+  h5::close(file, src);
 }
 
 }  // namespace knmf::io

@@ -75,9 +75,6 @@ std::pair<std::string, std::string> differences(const RunInfo& a, const RunInfo&
 /// "(3, 4)" / "(3,)".
 std::string shape_text(const std::vector<hsize_t>& d);
 
-/// Close `f` (reporting a failure of the close itself).
-void close_file(const std::string& file, h5::File& f, const std::filesystem::path& where);
-
 /// File access of every results file: superblock version 0 (no SWMR status flags), HDF5
 /// file locking on or off.
 h5::PropList file_access(bool locking);

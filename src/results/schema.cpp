@@ -83,6 +83,7 @@ h5::PropList file_access(bool locking) {
   h5::PropList fapl(H5Pcreate(H5P_FILE_ACCESS));
   H5Pset_libver_bounds(fapl.get(), H5F_LIBVER_EARLIEST, H5F_LIBVER_V18);
   H5Pset_file_locking(fapl.get(), locking, true);
+  h5::use_write_latch(fapl.get());  // a full disk ends in one InputError, never half-closed
   return fapl;
 }
 
@@ -429,10 +430,6 @@ h5::File build(const std::string& file, const fs::path& where, const RunInfo& r,
     table("completed", H5T_STD_U8LE, H5T_NATIVE_UINT8, none.data());
   }
   return f;
-}
-
-void close_file(const std::string& file, h5::File& f, const fs::path& where) {
-  if (f && H5Fclose(f.release()) < 0) h5::fail(file, "cannot close " + where.string());
 }
 
 /// RunInfo checked, ks sorted, job table and provenance filled in.

@@ -73,12 +73,13 @@ struct ResultsWriter::Impl {
 
   void flush() {
     if (H5Fflush(fid.get(), H5F_SCOPE_LOCAL) < 0) h5::fail(file, "cannot flush");
+    h5::check_writes(file, fid.get());
     if (!opts.fsync) return;
     void* handle = nullptr;
     if (H5Fget_vfd_handle(fid.get(), H5P_DEFAULT, &handle) < 0 || !handle)
       h5::fail(file, "cannot get the file descriptor to sync");
     if (::fsync(*static_cast<int*>(handle)) != 0)
-      input_error(file, ": fsync failed: ", std::strerror(errno));
+      input_error("cannot write ", file, ": ", std::strerror(errno));
   }
 
   void create() {
@@ -87,7 +88,7 @@ struct ResultsWriter::Impl {
       info.created = iso_now();
       h5::File f = build(file, tmp.temp(), info, 0, false);
       write_session(f.get(), 0);
-      close_file(file, f, tmp.temp());
+      h5::close(file, f);
       step(WriteStep::created);
       tmp.commit(AtomicFile::Replace::no);
     }
@@ -161,11 +162,8 @@ struct ResultsWriter::Impl {
   void close() {
     sessions.reset();
     groups.clear();
-    if (fid && H5Fclose(fid.release()) < 0) {
-      closed = true;
-      h5::fail(file, "cannot close");
-    }
     closed = true;
+    h5::close(file, fid);
   }
 
   /// Rewrite the completed file with compressed spectra and usages, then replace it.
@@ -211,7 +209,7 @@ struct ResultsWriter::Impl {
         }
       }
       copy_extra_objects(file, fid.get(), out.get(), stored);
-      close_file(file, out, tmp.temp());
+      h5::close(file, out);
     }
     close();
     tmp.commit(AtomicFile::Replace::yes);
@@ -358,6 +356,7 @@ void ResultsWriter::write(const ReplicateResult& r) {
   write_block(m.file, kg.final_error.get(), kg.ds("final_error"), H5T_NATIVE_DOUBLE, {it}, {1}, &r.final_error);
   write_block(m.file, kg.status.get(), kg.ds("status"), m.status_mem.get(), {it}, {1}, &state);
   write_block(m.file, kg.seconds.get(), kg.ds("seconds"), H5T_NATIVE_DOUBLE, {it}, {1}, &r.seconds);
+  h5::check_writes(m.file, m.fid.get());
   m.buffered.push_back(key);
 }
 
@@ -393,9 +392,20 @@ bool ResultsWriter::finish() {
     if (m.opts.gzip_level > 0) {
       m.repack();
     } else {
-      h5::Group root(H5Gopen2(m.fid.get(), "/", H5P_DEFAULT));
-      h5::overwrite_int_attr(m.file, root.get(), "complete", 1);
+      {
+        h5::Group root(H5Gopen2(m.fid.get(), "/", H5P_DEFAULT));
+        h5::overwrite_int_attr(m.file, root.get(), "complete", 1);
+      }
       m.flush();
+      m.step(WriteStep::completed);
+      // The file is complete on disk (flushed, synced). Closing it rewrites only the
+      // superblock, with the end of file it has (nothing was allocated since it was opened),
+      // so a failed write there (a disk that filled meanwhile) changes no byte: not an error.
+      m.sessions.reset();
+      m.groups.clear();
+      m.fid.reset();
+      m.closed = true;
+      return all;
     }
     m.step(WriteStep::completed);
   }

@@ -133,12 +133,17 @@ inline std::int64_t jobs_of_k(const std::vector<Job>& jobs, int k) {
 }
 
 /// Throws (before anything is allocated or written, the results file included) the InputError
-/// a run of `ks` would meet: for some k, X and one replicate cannot be placed, or a batch
+/// a run of `ks` would meet: some k exceeds min(cells, genes) of X (a rank-k factorization
+/// of X has no more than that many independent components), X and one replicate cannot be placed, or a batch
 /// (the forced --batch, else one replicate) does not fit next to X.
 /// `jobs_of(k)`: at most this many jobs of k (a forced --batch is capped there).
 template <class Parts, class JobsOf>
 void check_fits(const FactorizeConfig& c, const io::H5adReader& reader, const std::vector<int>& ks,
                 int s, std::int64_t budget, Parts& parts, JobsOf&& jobs_of) {
+  const std::int64_t most = std::min(reader.info().n_obs, reader.info().n_vars);
+  for (int k : ks)
+    if (k > most)
+      input_error("-k ", k, " exceeds min(cells, genes) = ", most, " of ", reader.path().string());
   for (int k : ks) {
     const Placement where = parts.place(c, reader, k, s, budget);
     const int batch = forced_batch(c.batch, jobs_of(k));

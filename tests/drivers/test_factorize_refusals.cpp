@@ -199,3 +199,21 @@ TEST(FactorizeRefusals, UnknownYamlKeysAreWarnedAbout) {
 }
 
 }  // namespace
+
+// Issue 15, defect 8: a k beyond min(cells, genes) is refused before anything is written
+// (k = 20000 on 40 x 8 once planned a 9.7 GB batch and wrote an r.h5), in both modes.
+TEST(FactorizeRefusals, KBeyondTheInputIsRefusedBeforeWriting) {
+  TempDir tmp("knmf-refuse-k");
+  const fs::path in = tmp / "in.h5ad";
+  write_small_x(in);
+  for (const char* k : {"20000", "9"}) {
+    const auto r = run_knmf({"factorize", in.string(), "-k", "2", k, "--n-iter", "1", "-o",
+                             (tmp / "r.h5").string(), "--quiet"});
+    expect_one_error_line(r, {std::string("-k ") + k + " exceeds min(cells, genes) = 8 of " + in.string()},
+                          std::string("-k ") + k);
+    EXPECT_EQ(files_under(tmp.path()), std::vector<std::string>{"in.h5ad"}) << k;
+  }
+  const auto ok = run_knmf({"factorize", in.string(), "-k", "8", "--n-iter", "1", "-o",
+                            (tmp / "r.h5").string(), "--quiet"});
+  EXPECT_EQ(ok.status, 0) << ok.out;  // k = min(cells, genes) is allowed
+}

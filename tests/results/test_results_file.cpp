@@ -552,7 +552,12 @@ TEST(ResultsFile, OnlyRawDataChangesAfterAConsensusUpdate) {
 
 namespace {
 int filters_of(const fs::path& path, const char* dataset) {
-  hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  // A second, independent open (HDF5's default driver, not the writer's): without HDF5's
+  // file lock, which the open writer holds.
+  hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+  H5Pset_file_locking(fapl, false, true);
+  hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl);
+  H5Pclose(fapl);
   hid_t d = H5Dopen2(f, dataset, H5P_DEFAULT);
   hid_t dcpl = H5Dget_create_plist(d);
   const int n = H5Pget_nfilters(dcpl);

@@ -4,7 +4,11 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <limits>
+#include <string>
+#include <tuple>
 
+#include "knmf/core/checked.hpp"
 #include "knmf/core/error.hpp"
 #include "knmf/core/types.hpp"
 #include "knmf/run/memory.hpp"
@@ -61,6 +65,53 @@ TEST(MemoryModel, PlanUnchanged) {
   EXPECT_EQ(p.bytes_per_slot, 2444784);
   EXPECT_EQ(p.bytes_fixed, 7 * 20000 * 4 + (std::int64_t(8) << 20));
   EXPECT_EQ(p.R, (1000 * MB - 100 * MB - p.bytes_fixed) / 2444784);
+}
+
+}  // namespace
+
+namespace {
+
+// Issue 15, defect 8: sizes in 64 bits, past 32 bits exact and past 64 bits refused.
+TEST(MemoryModel, SizesAre64BitAndChecked) {
+  // k = 20000 on 200 x 100, float (no host scratch): W, P 2 n k s; H, Q, H_next 3 k g s;
+  // W^T W, H H^T 2 k k 8; one chunk of partials (k k + 1) 8.
+  const std::int64_t k = 20000;
+  const std::int64_t want = 2 * 200 * k * 4 + 3 * k * 100 * 4 + 2 * k * k * 8 + (k * k + 1) * 8;
+  EXPECT_GT(want, std::int64_t{1} << 32);
+  EXPECT_EQ(bytes_per_replicate(200, 100, int(k), 4, false), want);
+  const auto p = plan_batch(200, 100, int(k), 4, 0, std::int64_t{1} << 40, 0, 1000);
+  EXPECT_EQ(p.bytes_per_slot, want);
+  EXPECT_EQ(p.R, int(((std::int64_t{1} << 40) - p.bytes_fixed) / want));
+
+  const std::int64_t big = std::int64_t{1} << 31;
+  const int kmax = std::numeric_limits<int>::max();
+  auto message = [](auto&& f) {
+    try {
+      f();
+    } catch (const knmf::InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no InputError");
+  };
+  // n k s, k k and k g s each past 2^63
+  for (auto [n, g, k] : {std::tuple{big * big, std::int64_t{1}, 4}, std::tuple{big, big, kmax},
+                         std::tuple{std::int64_t{1}, big * big, 2}}) {
+    const std::string m = message([&] { bytes_per_replicate(n, g, k, 8, false); });
+    EXPECT_NE(m.find("does not fit in 64 bits"), std::string::npos) << n << " " << g << " " << k << ": " << m;
+  }
+  // a forced --batch whose total passes 2^63
+  const std::string m =
+      message([&] { plan_batch(big, 1000, 1000, 8, 0, std::int64_t{1} << 40, kmax, kmax); });
+  EXPECT_NE(m.find("does not fit in 64 bits"), std::string::npos) << m;
+}
+
+TEST(CheckedArithmetic, ProductsAndSums) {
+  EXPECT_EQ(knmf::checked_mul({3, 20000, 20000, 8}, "x"), std::int64_t{9600000000});
+  EXPECT_EQ(knmf::checked_mul({}, "x"), 1);
+  EXPECT_THROW(knmf::checked_mul({std::int64_t{1} << 32, std::int64_t{1} << 31}, "x"), knmf::InputError);
+  EXPECT_EQ(knmf::checked_mul({std::int64_t{1} << 31, std::int64_t{1} << 31, 0}, "x"), 0);
+  EXPECT_THROW(knmf::checked_add({std::numeric_limits<std::int64_t>::max(), 1}, "x"), knmf::InputError);
+  EXPECT_THROW(knmf::checked_mul({-1, 2}, "x"), knmf::LogicError);
 }
 
 }  // namespace

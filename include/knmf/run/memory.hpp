@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <string>
 
+#include "knmf/core/checked.hpp"
 #include "knmf/core/format.hpp"  // format_bytes, used with the plan
 
 namespace knmf {
@@ -35,7 +36,10 @@ struct BatchPlan {
   std::int64_t budget = 0;            ///< memory the plan may use in total
   int element_bytes = 8;
   /// bytes of the whole plan: X + fixed + R * per_slot
-  std::int64_t total() const { return bytes_x + bytes_fixed + std::int64_t(R) * bytes_per_slot; }
+  std::int64_t total() const {
+    return checked_add({bytes_x, bytes_fixed, checked_mul({R, bytes_per_slot}, "the batch's memory")},
+                       "the batch's memory");
+  }
   /// One-line human description (bytes per part, R).
   std::string describe() const;
 };

@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "knmf/core/checked.hpp"
 #include "knmf/core/error.hpp"
 #include "knmf/core/host_access.hpp"
 #include "knmf/core/types.hpp"
@@ -47,14 +48,20 @@ inline SlotBatchBytes slot_batch_bytes(std::int64_t n, std::int64_t g, int k, in
                                        RunMode mode) {
   const std::int64_t s = element_bytes, kk = k;
   const std::int64_t chunks = std::int64_t(num_chunks(size_type(std::max(n, g))));
+  // Every product checked: k, n and g come from the user (k = 20000 once wrapped an int).
+  constexpr const char* what = "the device memory of one replicate";
   SlotBatchBytes b;
-  b.factors = (mode == RunMode::refit ? 3 : 2) * n * kk * s  // W, P (+ W_next)
-              + 3 * kk * g * s;                               // H, Q, H_next
-  b.grams = 2 * kk * kk * 8             // W^T W, H H^T
-            + chunks * (kk * kk + 1) * 8;  // gram_partial, red_partial
-  b.scratch = product_scratch_values(n, g, element_bytes) * kk * s;
+  b.factors = checked_add({checked_mul({mode == RunMode::refit ? 3 : 2, n, kk, s}, what),  // W, P (+ W_next)
+                           checked_mul({3, kk, g, s}, what)},                               // H, Q, H_next
+                          what);
+  b.grams = checked_add({checked_mul({2, kk, kk, 8}, what),                          // W^T W, H H^T
+                         checked_mul({chunks, checked_add({checked_mul({kk, kk}, what), 1}, what), 8},
+                                     what)},  // gram_partial, red_partial
+                        what);
+  b.scratch = checked_mul({product_scratch_values(n, g, element_bytes), kk, s}, what);
   b.flags = 3 * std::int64_t(sizeof(int));
-  b.stage = kk * std::max(n, g) * s;
+  b.stage = checked_mul({kk, std::max(n, g), s}, what);
+  checked_add({b.factors, b.grams, b.scratch}, what);  // per_slot() below cannot wrap
   return b;
 }
 
