@@ -74,6 +74,9 @@ public:
                   io::format_float_repr(dt).c_str(), r.clustering.silhouette,
                   r.prediction_error, r.refit.n_iter, to_string(r.refit.status).c_str(),
                   r.have_tpm ? ", TPM spectra and gene scores" : "");
+      if (o.merged.left_out > 0)
+        std::printf("  (%d replicate(s) of k=%d left out: non_finite, not factorizations)\n",
+                    o.merged.left_out, o.k);
       if (show_clustering_) {
         const std::string png =
             folder ? paths.clustering_plot(o.k, dt)

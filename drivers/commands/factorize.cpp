@@ -85,13 +85,17 @@ public:
                       ".nmf_params.df.npz (or use native mode)");
 #if KNMF_HAVE_MPI
     dist_.mode = parse_distribution(distribute_);
-    if (world_size() > 1 || sub_->count("--distribute") > 0 || dist_.static_split) {
-      mpi::run_factorize(c_, dist_, MPI_COMM_WORLD, std::cerr);
-      return 0;
-    }
+    if (world_size() > 1 || sub_->count("--distribute") > 0 || dist_.static_split)
+      return exit_code(mpi::run_factorize(c_, dist_, MPI_COMM_WORLD, std::cerr));
 #endif
-    run_factorize(c_, std::cerr);
-    return 0;
+    return exit_code(run_factorize(c_, std::cerr));
+  }
+
+  /// A run with replicates that are not factorizations fails: exit 1, one line (rank 0).
+  static int exit_code(const FactorizeSummary& sum) {
+    if (sum.jobs_failed == 0) return 0;
+    if (rank() == 0) std::cerr << "knmf: error: " << sum.failure << "\n";
+    return 1;
   }
 
 private:

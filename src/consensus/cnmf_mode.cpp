@@ -384,6 +384,28 @@ MergedSpectra load_results_spectra(const std::string& results, int k) {
     for (int t = 0; t < k; ++t)
       out.row_labels.push_back("iter" + std::to_string(r) + "_topic" + std::to_string(t + 1));
   out.source = "results file " + results;
+  // non_finite replicates are failed attempts, not factorizations: left out of the stack
+  const auto status = reader.table(k).status;
+  std::vector<int> valid;
+  for (int r = 0; r < reader.n_iter(); ++r)
+    if (status[size_t(r)] != io::ReplicateState::non_finite) valid.push_back(r);
+  if (valid.empty())
+    input_error(results, ": k = ", k, ": all ", reader.n_iter(), " replicates are non_finite "
+                "(not valid factorizations): nothing to combine");
+  if (int(valid.size()) == reader.n_iter()) return out;
+  out.left_out = reader.n_iter() - int(valid.size());
+  HostRows kept{size_type(valid.size()) * k, g, {}};
+  kept.values.reserve(size_t(kept.rows * g));
+  std::vector<std::string> labels;
+  for (int r : valid)
+    for (int t = 0; t < k; ++t) {
+      const size_type row = size_type(r) * k + t;
+      kept.values.insert(kept.values.end(), out.values.row(row), out.values.row(row) + g);
+      labels.push_back(out.row_labels[size_t(row)]);
+      out.stack_rows.push_back(row);
+    }
+  out.values = std::move(kept);
+  out.row_labels = std::move(labels);
   return out;
 }
 
@@ -477,7 +499,9 @@ io::ConsensusRecord consensus_record(const CnmfConsensusOutcome& o, const io::Co
   rec.prediction_error = r.prediction_error;
   rec.refit_n_iter = r.refit.n_iter;
   rec.refit_status = io::to_state(r.refit.status);
-  rec.replicate_rows.assign(c.nonzero_rows.begin(), c.nonzero_rows.end());
+  // rows of the run's whole stack (the merged rows leave out non_finite replicates)
+  for (size_type row : c.nonzero_rows)
+    rec.replicate_rows.push_back(o.merged.stack_rows.empty() ? row : o.merged.stack_rows[size_t(row)]);
   rec.local_density = c.local_density;
   // program (1..k) of each clustered row: k-means cluster order[p] is program p + 1
   std::vector<std::int32_t> program_of(size_t(o.k), 0);

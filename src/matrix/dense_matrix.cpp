@@ -2,6 +2,11 @@
 
 #include <Kokkos_Profiling_ScopedRegion.hpp>
 
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+
 #include "knmf/core/compat.hpp"
 #include "knmf/core/error.hpp"
 
@@ -21,6 +26,43 @@ void check_input_stats(const ValueStats& s, size_type n, size_type g, const std:
     input_error(source, ": X has negative values (min ", s.min_value, " at row ", r,
                 ", column ", c, "); NMF needs non-negative input");
   }
+}
+
+// Why max|X|^2 * max(n, g) <= 2^-24 FLT_MAX. In float32 the solver forms X H^T (sums over the
+// g genes), W^T X (over the n cells), the Grams H H^T and W^T W, and multiplies a factor by
+// them (MU: W * (X H^T), H * (W^T X); CD: the gradients). scikit-learn's init starts W and H
+// at sqrt(mean(X) / k), and a fit keeps the products W_it H_tj of the order of X's values, so
+// e.g. W_it (X H^T)_it = sum_j X_ij (W_it H_tj) is bounded by about g max|X|^2, and likewise
+// with n for H: max|X|^2 max(n, g) is the scale of the largest float32 quantities. 2^-24 of
+// FLT_MAX (about 2e31) leaves room for the sums over the k components (up to 2^10) and for
+// W and H drifting apart in scale while they iterate (2^14). The sums of X itself (||X||^2,
+// mean) are double and are not limited. The limit is far from any count matrix: with 2.4
+// million cells max|X| may reach 2.9e12, with 20000 cells 3e13. Beyond it a float32 run
+// would end with every replicate non-finite; double has the range (1e308) for such an X.
+double float32_scale_limit() {
+  return double(std::numeric_limits<float>::max()) * 0x1p-24;
+}
+
+void check_float32_scale(const ValueStats& s, size_type n, size_type g, const std::string& source) {
+  if (s.max_pos < 0) return;
+  const double m = std::fabs(s.max_value);
+  const double scale = m * m * double(std::max(n, g));
+  if (scale <= float32_scale_limit()) return;
+  char v[192];
+  std::snprintf(v, sizeof v, "%.3g, beyond what float32 arithmetic can hold (max|X|^2 x "
+                "max(cells, genes) = %.3g > %.3g", m, scale, float32_scale_limit());
+  input_error(source, ": X's values reach ", v,
+              ", 2^-24 of the float32 maximum); use --dtype double or rescale X");
+}
+
+void check_dynamic_range(const ValueStats& s, double eps, const std::string& source) {
+  if (s.max_pos < 0 || !(s.norm2_rest > 0.0) || s.norm2_rest > 16.0 * eps * s.norm2) return;
+  char v[224];
+  std::snprintf(v, sizeof v, "%.3g carries all of ||X||^2 = %.3g: the squares of its other "
+                "%lld values sum to %.3g, below the rounding of ||X||^2", s.max_value,
+                s.norm2, (long long)(s.count - 1), s.norm2_rest);
+  input_error(source, ": X's largest value ", v, " (", eps < 1e-10 ? "double" : "float32",
+              "), so they cannot influence a factorization; clean or rescale X");
 }
 
 template <class T>

@@ -1,6 +1,8 @@
 #include "knmf/matrix/load.hpp"
 
 #include <algorithm>
+#include <limits>
+#include <type_traits>
 #include <vector>
 #include <Kokkos_Profiling_ScopedRegion.hpp>
 
@@ -25,6 +27,19 @@ std::string source_of(const io::H5adReader& reader, std::int64_t r0, std::int64_
     s += " (rows " + std::to_string(r0) + "-" + std::to_string(r1) + ")";
   return s;
 }
+
+/// X's values against the arithmetic of T: float32, their scale, over the whole X's rows (a
+/// row block of a partitioned X meets the products of the whole); the dynamic range of the
+/// whole X (a row block's is checked over all blocks: mpi::DistributedMatrix).
+template <class T, class M>
+void check_scale(const M& X, const io::H5adReader& reader, std::int64_t r0, std::int64_t r1) {
+  if (r1 <= r0) return;
+  const std::string source = source_of(reader, r0, r1);
+  if constexpr (std::is_same_v<T, float>)
+    check_float32_scale(X.stats(), reader.info().n_obs, reader.info().n_vars, source);
+  if (r0 == 0 && r1 == reader.info().n_obs)
+    check_dynamic_range(X.stats(), double(std::numeric_limits<T>::epsilon()), source);
+}
 }  // namespace
 
 template <class T>
@@ -44,6 +59,7 @@ DenseMatrix<T> load_dense_rows(const ExecSpace& space, const io::H5adReader& rea
     X.set_rows(a - r0, b - r0, buf.data());
   }
   X.finalize(source_of(reader, r0, r1), default_reduction_chunk, true);
+  check_scale<T>(X, reader, r0, r1);
   return X;
 }
 
@@ -102,6 +118,7 @@ CsrMatrix<T> load_csr_rows(const ExecSpace& space, const io::H5adReader& reader,
     a = b;
   }
   X.finalize(source_of(reader, r0, r1), default_reduction_chunk, true);
+  check_scale<T>(X, reader, r0, r1);
   return X;
 }
 

@@ -21,8 +21,8 @@ KOKKOS_INLINE_FUNCTION void neumaier_add(double& sum, double& comp, double v) {
 }
 
 struct ChunkStats {
-  double sum, sum_c, norm2, norm2_c, min_value;
-  size_type min_pos, nonfinite, first_nonfinite_pos;
+  double sum, sum_c, norm2, norm2_c, min_value, max_value;
+  size_type min_pos, max_pos, nonfinite, first_nonfinite_pos;
   double first_nonfinite_value;
 };
 }  // namespace
@@ -42,7 +42,7 @@ ValueStats value_stats_impl(const Space& space, const T* data, size_type count, 
       KOKKOS_LAMBDA(const size_type c) {
         const size_type b = c * chunk;
         const size_type e = (b + chunk < count) ? b + chunk : count;
-        ChunkStats s{0.0, 0.0, 0.0, 0.0, 0.0, -1, 0, -1, 0.0};
+        ChunkStats s{0.0, 0.0, 0.0, 0.0, 0.0, 0.0, -1, -1, 0, -1, 0.0};
         for (size_type i = b; i < e; ++i) {
           const double v = static_cast<double>(data[i]);
           if (!Kokkos::isfinite(v)) {
@@ -59,6 +59,10 @@ ValueStats value_stats_impl(const Space& space, const T* data, size_type count, 
             s.min_value = v;
             s.min_pos = i;
           }
+          if (s.max_pos < 0 || v > s.max_value) {
+            s.max_value = v;
+            s.max_pos = i;
+          }
         }
         partial(c) = s;
       });
@@ -74,6 +78,10 @@ ValueStats value_stats_impl(const Space& space, const T* data, size_type count, 
       out.min_value = s.min_value;
       out.min_pos = s.min_pos;
     }
+    if (s.max_pos >= 0 && (out.max_pos < 0 || s.max_value > out.max_value)) {
+      out.max_value = s.max_value;
+      out.max_pos = s.max_pos;
+    }
     if (s.nonfinite > 0 && out.nonfinite == 0) {
       out.first_nonfinite_pos = s.first_nonfinite_pos;
       out.first_nonfinite_value = s.first_nonfinite_value;
@@ -81,6 +89,9 @@ ValueStats value_stats_impl(const Space& space, const T* data, size_type count, 
     out.nonfinite += s.nonfinite;
   }
   out.sum += sum_c;
+  // the compensated sum is (out.norm2, norm2_c): the largest square is removed from its high
+  // part (exactly, when it dominates), the small rest kept in the compensation
+  if (out.max_pos >= 0) out.norm2_rest = (out.norm2 - out.max_value * out.max_value) + norm2_c;
   out.norm2 += norm2_c;
   return out;
 }

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
+#include <type_traits>
 #include <Kokkos_Profiling_ScopedRegion.hpp>
 
 #include "knmf/core/error.hpp"
@@ -123,6 +125,8 @@ void StreamedMatrix<T>::finalize(const std::string& source) {
     stats_ = host_value_stats(dense_.data(), n_ * g_);
     const size_type g = g_;
     check_input_stats(stats_, n_, g_, source, [g](size_type p) { return std::make_pair(p / g, p % g); });
+    if constexpr (std::is_same_v<T, float>) check_float32_scale(stats_, n_, g_, source);
+    check_dynamic_range(stats_, double(std::numeric_limits<T>::epsilon()), source);
     return;
   }
   for (size_type p = 0; p < nnz_; ++p)
@@ -136,7 +140,8 @@ void StreamedMatrix<T>::finalize(const std::string& source) {
     const size_type row =
         size_type(std::upper_bound(row_map_.data(), row_map_.data() + n_ + 1, p) - row_map_.data()) - 1;
     return std::make_pair(row, size_type(cols_(p)));
-  });
+  });  if constexpr (std::is_same_v<T, float>) check_float32_scale(stats_, n_, g_, source);
+  check_dynamic_range(stats_, double(std::numeric_limits<T>::epsilon()), source);
 }
 
 template <class T>

@@ -2,6 +2,7 @@
 #include "distributed_detail.hpp"  // the solver engine and RowPartition of DistributedMatrix
 
 #include <algorithm>
+#include <limits>
 
 #include "knmf/core/error.hpp"
 #include "knmf/matrix/load.hpp"
@@ -43,6 +44,23 @@ DistributedMatrix<Inner>::DistributedMatrix(MPI_Comm comm, Inner local, size_typ
   stats_.sum = sums[0];
   stats_.norm2 = sums[1];
   stats_.count = count;
+  // the largest value of the whole X (its position stays the local one: positions are local)
+  double mx = s.max_value;
+  MPI_Allreduce(MPI_IN_PLACE, &mx, 1, MPI_DOUBLE, MPI_MAX, comm);
+  stats_.max_value = mx;
+  // ||X||^2 less mx^2: the lowest rank holding mx gives its rest, every other rank its all
+  int rank = 0, size = 1;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &size);
+  int owner = (s.max_pos >= 0 && s.max_value == mx) ? rank : size;
+  MPI_Allreduce(MPI_IN_PLACE, &owner, 1, MPI_INT, MPI_MIN, comm);
+  double rest = rank == owner ? s.norm2_rest : s.norm2;
+  allreduce_sum(comm, &rest, 1);
+  stats_.norm2_rest = rest;
+  if (owner < size) stats_.max_pos = 0;  // some rank has values (positions are not global)
+  // every rank meets the same verdict (the run's error handling reports it)
+  check_dynamic_range(stats_, double(std::numeric_limits<typename Inner::value_type>::epsilon()),
+                      "X (all ranks' rows)");
 }
 
 std::vector<std::pair<size_type, size_type>> row_blocks(const io::H5adReader& reader, int size) {

@@ -99,12 +99,17 @@ public:
   ResultsSide(const std::string& path, io::ResultsReader reader) : reader_(std::move(reader)) {
     const io::RunInfo& r = reader_.info();
     genes = r.genes;
-    std::int64_t total = 0;
+    std::int64_t total = 0, failed = 0;
     for (int k : reader_.ks()) {
       const io::ReplicateTable t = reader_.table(k);
       for (int it = 0; it < reader_.n_iter(); ++it) {
         ++total;
         if (t.completed[size_t(it)] != 1) continue;
+        // a failed replicate (not a factorization) has nothing to compare: as if missing
+        if (t.status[size_t(it)] == io::ReplicateState::non_finite) {
+          ++failed;
+          continue;
+        }
         JobMeta m;
         m.iterations = t.iterations[size_t(it)];
         m.final_error = t.final_error[size_t(it)];
@@ -119,6 +124,7 @@ public:
     std::ostringstream d;
     d << "knmf results file (" << r.backend << ", solver " << to_string(r.solver.solver) << ", dtype "
       << to_string(r.dtype) << "; " << jobs.size() << " of " << total << " replicates committed";
+    if (failed > 0) d << " and valid (" << failed << " non_finite, left out)";
     if (!info.ks.empty()) d << ", k = " << join_ints(info.ks);
     d << ")";
     info.description = d.str();

@@ -54,6 +54,7 @@ struct ResultsWriter::Impl {
   h5::Dataset sessions;
   std::vector<KGroup> groups;                     // in ks order
   std::vector<std::vector<std::uint8_t>> flags;   // committed flags per group, per iter
+  std::vector<std::vector<std::int8_t>> states;   // status per group, per iter (as written)
   std::vector<std::pair<int, int>> buffered;      // (group, iter) written since the last commit
   h5::Datatype status_mem = status_type(H5T_NATIVE_INT8);
 
@@ -156,6 +157,9 @@ struct ResultsWriter::Impl {
       std::vector<std::uint8_t> f(static_cast<std::size_t>(info.n_iter));
       read_all(file, groups.back().completed.get(), groups.back().ds("completed"), H5T_NATIVE_UINT8, f.data());
       flags.push_back(std::move(f));
+      std::vector<std::int8_t> st(static_cast<std::size_t>(info.n_iter));
+      read_all(file, groups.back().status.get(), groups.back().ds("status"), status_mem.get(), st.data());
+      states.push_back(std::move(st));
     }
   }
 
@@ -355,6 +359,7 @@ void ResultsWriter::write(const ReplicateResult& r) {
   write_block(m.file, kg.error_at_init.get(), kg.ds("error_at_init"), H5T_NATIVE_DOUBLE, {it}, {1}, &r.error_at_init);
   write_block(m.file, kg.final_error.get(), kg.ds("final_error"), H5T_NATIVE_DOUBLE, {it}, {1}, &r.final_error);
   write_block(m.file, kg.status.get(), kg.ds("status"), m.status_mem.get(), {it}, {1}, &state);
+  m.states[static_cast<std::size_t>(gi)][static_cast<std::size_t>(j.iter)] = state;
   write_block(m.file, kg.seconds.get(), kg.ds("seconds"), H5T_NATIVE_DOUBLE, {it}, {1}, &r.seconds);
   h5::check_writes(m.file, m.fid.get());
   m.buffered.push_back(key);
@@ -381,12 +386,26 @@ void ResultsWriter::commit() {
   m.step(WriteStep::committed);
 }
 
+std::vector<Job> ResultsWriter::failed() const {
+  const Impl& m = *impl_;
+  std::vector<Job> out;
+  for (const Job& j : m.info.jobs) {
+    const auto g = static_cast<std::size_t>(m.group_of(j.k));
+    const auto it = static_cast<std::size_t>(j.iter);
+    if (m.flags[g][it] &&
+        m.states[g][it] == static_cast<std::int8_t>(ReplicateState::non_finite))
+      out.push_back(j);
+  }
+  return out;
+}
+
 bool ResultsWriter::finish() {
   h5::ErrorSilencer quiet;
   Impl& m = *impl_;
   m.check_open();
   commit();
-  const bool all = n_done() == static_cast<std::int64_t>(m.info.jobs.size());
+  // A run with a replicate that is not a valid factorization is never marked complete.
+  const bool all = n_done() == static_cast<std::int64_t>(m.info.jobs.size()) && failed().empty();
   if (all && !m.was_complete) {
     m.step(WriteStep::completing);
     if (m.opts.gzip_level > 0) {

@@ -162,12 +162,19 @@ public:
   /// The first write of a run, once X is read and valid: open_results(plan), and the
   /// --log-json file.
   void open();
+  /// open_results(plan) alone (a run with nothing to run).
+  void open_results_only();
   void begin_k(int R) { commit_every_ = R; }
   /// `write_files`: write the cNMF spectra file here (false when another process does).
   void store(const ReplicateResult& r, bool write_files = true);
   void end_k();
-  /// Marks the results file complete when nothing is pending; true if so.
+  /// Marks the results file complete when nothing is pending and nothing failed; true if so.
   bool finish();
+  /// The failed (non_finite) replicates stored by this run and, native mode, those the
+  /// results file already recorded when opened: sum.jobs_failed and sum.failure. `x_max`:
+  /// X's largest value (0 when X was not read), X n x g.
+  void report_failures(FactorizeSummary& sum, const FactorizeConfig& c, double x_max,
+                       std::int64_t n, std::int64_t g) const;
 
 private:
   RunPlan& plan_;
@@ -176,6 +183,10 @@ private:
   std::ofstream json_;
   int commit_every_ = 1, uncommitted_ = 0;
   std::chrono::steady_clock::time_point last_commit_;
+  struct KOutcome {
+    std::int64_t ran = 0, failed = 0, failed_before = 0;  ///< this run's; recorded before
+  };
+  std::map<int, KOutcome> outcomes_;  ///< by k
 };
 
 /// How this process gets its jobs and reports its results.
@@ -346,28 +357,35 @@ FactorizeSummary run_factorize_with(const FactorizeConfig& c, Parts& parts, std:
   if (!reader) reader.emplace(io::H5adReader::open(plan.x_path));
   const auto& info = reader->info();
   log_header(c, plan, info, log);
+  ResultStore store(c, plan, reader->var_names());
   if (plan.jobs.empty()) {
-    if (open_results(plan)) plan.results->finish();
-    if (!c.quiet) log << "knmf factorize: nothing to do\n";
+    // a resumed results file may record failed replicates: they are not run again (the same
+    // X, seeds and options fail the same way), and the run fails again
     FactorizeSummary empty;
     empty.jobs_total = plan.total;
     empty.jobs_skipped = plan.skipped;
+    store.open_results_only();
+    store.report_failures(empty, c, 0.0, info.n_obs, info.n_vars);
+    store.finish();
+    if (!c.quiet && empty.jobs_failed == 0) log << "knmf factorize: nothing to do\n";
     return empty;
   }
   // Nothing is written before X is read and valid (run_on_x loads and checks it; under MPI
   // every rank's part): the results file and the --log-json file are made by store.open().
-  ResultStore store(c, plan, reader->var_names());
   Progress progress(std::int64_t(plan.jobs.size()), c.progress_seconds, c.quiet, log);
   int k_max = 1;
   for (const auto& j : plan.jobs) k_max = std::max(k_max, j.k);
   const Placement where = parts.place(c, *reader, k_max, s, budget);
   const RunContext run{c, plan, *reader, store, progress, budget, log};
+  double x_max = 0.0;
   FactorizeSummary sum = parts.template run_on_x<T>(
       run, where, [&](const auto& X, std::int64_t bytes_x, JobChannel& channel) {
+        x_max = X.stats().max_value;
         store.open();
         return run_jobs(c, plan, channel, &store, X, budget, bytes_x, t0, log);
       });
   parts.reduce(sum);
+  store.report_failures(sum, c, x_max, info.n_obs, info.n_vars);
   if (store.finish() && !c.quiet) log << "knmf factorize: " << c.results << " is complete\n";
   log_summary(c, sum, parts.ranks(), log);
   return sum;

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -405,6 +407,87 @@ sys.exit(1 if bad else 0)
   const std::string cmd = std::string(py) + " " + script.string() + " " + refdir.string() + " " +
                           tmp.path().string() + "/pbmcA";
   EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
+}
+
+// Issue 15, defect 3: a replicate of status non_finite is not a factorization. Consensus and
+// k-selection from a results file leave it out: the outcome is that of the same file whose
+// replicate holds zeros (rows of zeros are never clustered), rows numbered in the whole stack;
+// a k whose every replicate failed is refused.
+TEST_F(CnmfMode, NativeModeLeavesOutNonFiniteReplicates) {
+  const auto merged = io::read_df_npz(paths->merged_spectra(7));
+  io::RunInfo info;
+  info.input = paths->normalized_counts();
+  info.n_cells = 2896;
+  for (const auto& c : merged.columns) info.genes.push_back(std::get<std::string>(c));
+  info.ks = {7};
+  info.n_iter = 20;
+  info.seed = 14;
+  info.dtype = knmf::Dtype::float64;
+  // iter 3 replaced as `how` says (0: cNMF's spectra, 1: NaN and non_finite, 2: zeros)
+  auto write = [&](const std::string& file, int how, bool all = false) {
+    auto w = io::ResultsWriter::create_or_resume(file, info);
+    for (const Job& j : w.pending()) {
+      ReplicateResult r;
+      r.job = j;
+      r.n = 2896;
+      r.g = merged.cols;
+      r.H.assign(merged.data.begin() + size_t(j.iter) * 7 * merged.cols,
+                 merged.data.begin() + size_t(j.iter + 1) * 7 * merged.cols);
+      r.status = ReplicateStatus::converged;
+      if (j.iter == 3 || all) {
+        if (how == 1) {
+          std::fill(r.H.begin(), r.H.end(), std::numeric_limits<double>::quiet_NaN());
+          r.status = ReplicateStatus::non_finite;
+        } else if (how == 2) {
+          std::fill(r.H.begin(), r.H.end(), 0.0);
+        }
+      }
+      w.write(r);
+    }
+    w.finish();
+  };
+  const std::string failed = (tmp.path() / "failed.h5").string();
+  const std::string zeroed = (tmp.path() / "zeroed.h5").string();
+  write(failed, 1);
+  write(zeroed, 2);
+  const MergedSpectra m = load_results_spectra(failed, 7);
+  EXPECT_EQ(m.left_out, 1);
+  EXPECT_EQ(m.values.rows, 19 * 7);
+  EXPECT_EQ(std::count(m.row_labels.begin(), m.row_labels.end(), "iter3_topic1"), 0);
+  for (double v : m.values.values) ASSERT_TRUE(std::isfinite(v));
+  NativeRequest a;
+  a.results = failed;
+  a.components = {7};
+  NativeRequest b = a;
+  b.results = zeroed;
+  const auto ca = run_native_consensus(ExecSpace(), a);
+  const auto cb = run_native_consensus(ExecSpace(), b);
+  ASSERT_EQ(ca.size(), 1u);
+  ASSERT_EQ(cb.size(), 1u);
+  EXPECT_EQ(ca[0].result.spectra.values, cb[0].result.spectra.values);
+  EXPECT_EQ(ca[0].result.clustering.silhouette, cb[0].result.clustering.silhouette);
+  EXPECT_EQ(ca[0].result.prediction_error, cb[0].result.prediction_error);
+  const auto ra = io::ResultsReader::open(failed).consensus(7, 0.5);
+  const auto rb = io::ResultsReader::open(zeroed).consensus(7, 0.5);
+  EXPECT_EQ(ra.replicate_rows, rb.replicate_rows);
+  EXPECT_EQ(ra.cluster, rb.cluster);
+  EXPECT_EQ(std::count_if(ra.replicate_rows.begin(), ra.replicate_rows.end(),
+                          [](std::int64_t r) { return r >= 21 && r < 28; }), 0);
+  const auto ka = run_native_k_selection(ExecSpace(), a);
+  const auto kb = run_native_k_selection(ExecSpace(), b);
+  ASSERT_EQ(ka.size(), 1u);
+  EXPECT_TRUE(std::isfinite(ka[0].silhouette));
+  EXPECT_EQ(ka[0].silhouette, kb[0].silhouette);
+  EXPECT_EQ(ka[0].prediction_error, kb[0].prediction_error);
+  // every replicate failed: nothing to combine
+  const std::string none = (tmp.path() / "none.h5").string();
+  write(none, 1, true);
+  NativeRequest c = a;
+  c.results = none;
+  expect_input_error([&] { run_native_consensus(ExecSpace(), c); },
+                     {none, "k = 7", "all 20 replicates are non_finite"});
+  expect_input_error([&] { run_native_k_selection(ExecSpace(), c); },
+                     {none, "all 20 replicates are non_finite"});
 }
 
 }  // namespace

@@ -133,4 +133,22 @@ TEST(Rules, CdStopsOnTheViolationRatio) {
   EXPECT_EQ(last.status, ReplicateStatus::max_iter);
 }
 
+// Issue 15, defect 3: the error identity clamps rounding below 0 to 0, but a term or sum that
+// is not finite is NaN (it was clamped to 0: float32 overflow reported error 0), and a
+// stopped slot whose final error is not finite ends non_finite whatever its rule said (CD
+// stops on its violation alone).
+TEST(Rules, NonFiniteErrorIsNaNAndTheSlotNonFinite) {
+  const double inf = std::numeric_limits<double>::infinity();
+  EXPECT_EQ(detail::identity_error(25.0, 8.0, 0.0), 3.0);
+  EXPECT_EQ(detail::identity_error(1.0, 0.5 + 1e-17, 0.0), 0.0);  // rounding below 0: clamped
+  EXPECT_TRUE(std::isnan(detail::identity_error(1.0, inf, 1.0)));
+  EXPECT_TRUE(std::isnan(detail::identity_error(1.0, 1.0, inf)));
+  EXPECT_TRUE(std::isnan(detail::identity_error(inf, 1.0, 1.0)));
+  EXPECT_TRUE(std::isnan(detail::identity_error(1.0, std::nan(""), 1.0)));
+  EXPECT_EQ(detail::settle(ReplicateStatus::converged, 2.0), ReplicateStatus::converged);
+  EXPECT_EQ(detail::settle(ReplicateStatus::max_iter, 2.0), ReplicateStatus::max_iter);
+  EXPECT_EQ(detail::settle(ReplicateStatus::converged, std::nan("")), ReplicateStatus::non_finite);
+  EXPECT_EQ(detail::settle(ReplicateStatus::max_iter, inf), ReplicateStatus::non_finite);
+}
+
 }  // namespace

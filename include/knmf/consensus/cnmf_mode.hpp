@@ -28,6 +28,11 @@ struct MergedSpectra {
   std::vector<std::string> row_labels;  ///< `iter<r>_topic<t>` (t from 1)
   std::vector<std::string> genes;
   std::string source;                   ///< "combined" (from replicate files) or the merged file
+  /// From a results file that holds non_finite replicates (left out: not factorizations):
+  /// each row's row in the run's stack of every replicate (iter * k + topic - 1), and how
+  /// many replicates were left out. Empty / 0: the rows are the stack's.
+  std::vector<size_type> stack_rows;
+  int left_out = 0;
 };
 
 /// Combine the replicate files of k listed in `jobs` (iter order) like `cnmf combine`,

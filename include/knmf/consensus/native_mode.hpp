@@ -35,7 +35,9 @@ struct NativeRequest {
 
 /// The replicate spectra of k from a results file (every replicate must be committed:
 /// InputError naming the file and the missing replicates otherwise), labelled as cNMF's
-/// merged file labels them.
+/// merged file labels them. Replicates of status non_finite are not factorizations: they are
+/// left out (as `cnmf combine --skip-missing-files` leaves out a missing replicate), and
+/// InputError when every replicate of k is.
 MergedSpectra load_results_spectra(const std::string& results, int k);
 
 /// Consensus in native mode: every k's consensus is stored in the results file (one atomic

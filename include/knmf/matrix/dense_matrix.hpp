@@ -63,4 +63,22 @@ private:
 void check_input_stats(const ValueStats& s, size_type n, size_type g, const std::string& source,
                        const std::function<std::pair<size_type, size_type>(size_type)>& where);
 
+/// The largest value of X that float32 arithmetic may meet in a solve of X of n x g values:
+/// check_float32_scale refuses an X whose max|X|^2 * max(n, g) exceeds it.
+double float32_scale_limit();
+
+/// Throws InputError (naming `source`, X's largest value and --dtype) when X (statistics `s`
+/// of the whole X, or of a row block of it: n is then the whole X's rows) is of a scale that
+/// overflows float32 arithmetic: max|X|^2 * max(n, g) > 2^-24 * FLT_MAX (the reasoning is at
+/// the definition). Called by the loaders of float32 X, before anything is written.
+void check_float32_scale(const ValueStats& s, size_type n, size_type g, const std::string& source);
+
+/// Throws InputError (naming `source` and X's largest value) when that one value carries all
+/// of ||X||^2 to within the rounding of arithmetic of machine epsilon `eps` (that of the
+/// compute type): the other values' squares sum to a positive amount below 16 eps ||X||^2,
+/// so nothing they hold can change a factorization or its error, and every replicate would
+/// "converge" at once with error 0 (the identity of algorithms.md section 6 cancels). An X
+/// with a single nonzero value (nothing else to lose) passes. `s` covers the whole X.
+void check_dynamic_range(const ValueStats& s, double eps, const std::string& source);
+
 }  // namespace knmf

@@ -1,8 +1,8 @@
 #pragma once
 /// \file
-/// One pass over the values of X: sum, squared norm, smallest value and the first non-finite
-/// value, with 64-bit indices. The sums are chunked (each chunk summed sequentially, the
-/// chunk sums added in order), so the result is the same for any thread count and backend
+/// One pass over the values of X: sum, squared norm, smallest and largest value and the first
+/// non-finite value, with 64-bit indices. The sums are chunked (each chunk summed sequentially,
+/// the chunk sums added in order), so the result is the same for any thread count and backend
 /// instance, and X may hold more than 2^31 entries.
 
 #include <cstdint>
@@ -18,6 +18,11 @@ struct ValueStats {
   size_type count = 0;       ///< number of values visited (stored entries)
   double min_value = 0.0;    ///< smallest finite value (0 for an empty range)
   size_type min_pos = -1;    ///< its position in the value array
+  double max_value = 0.0;    ///< largest finite value (0 for an empty range)
+  size_type max_pos = -1;    ///< its position in the value array
+  /// ||X||^2 less the largest value's square, from the compensated sum (so exact to about
+  /// one rounding of itself, however large max_value^2 is next to it).
+  double norm2_rest = 0.0;
   size_type nonfinite = 0;   ///< how many NaN/Inf values
   size_type first_nonfinite_pos = -1;
   double first_nonfinite_value = 0.0;

@@ -20,7 +20,8 @@
 ///     solver ("cd"|"mu"), zero_guard ("replace-zero"|"add-eps"), dtype ("float"|"double"),
 ///     beta_loss ("frobenius")                    str
 ///     save_usages      int64  0/1
-///     complete         int64  0/1: set to 1 last, once every replicate is committed
+///     complete         int64  0/1: set to 1 last, once every replicate is committed (never
+///                             while a committed replicate is non_finite)
 ///   /genes             str[g]   variable-length UTF-8: the var index of the input
 ///   /jobs/k, /jobs/iter, /jobs/seed   int64[m * n_iter]: cNMF's job table, in its row order
 ///   /sessions          fixed-length UTF-8 str (512 bytes) [256]: one JSON object per session
@@ -45,7 +46,9 @@
 ///                      local_density_threshold, silhouette, prediction_error [m]
 ///
 /// A replicate's values count only when its `completed` flag is 1; the others hold zeros or
-/// the data of an uncommitted write.
+/// the data of an uncommitted write. A committed replicate of status non_finite is a failed
+/// attempt, not a factorization: its data are what the solver reached (NaN/Inf, or factors
+/// whose error could not be measured), and consensus, k selection and compare skip it.
 ///
 /// Durability. Every object and every byte of raw storage is allocated when the file is
 /// created (under a temporary name, renamed into place once closed). Afterwards a run only
@@ -190,6 +193,10 @@ public:
   bool done(const Job& job) const;
   /// Number of committed replicates.
   std::int64_t n_done() const;
+  /// Committed replicates that are not valid factorizations (status non_finite), in job-table
+  /// order. They are not pending (a resume does not run them again: the same X, seed and
+  /// options give the same result), and while there are any the file is never complete.
+  std::vector<Job> failed() const;
 
   /// Write one replicate's data and table entries (not yet counted: see commit()).
   /// InputError when its job is not in the table, is already committed (committed data is
@@ -199,8 +206,9 @@ public:
   /// Durably record every replicate written since the last commit: flush their data, then
   /// write and flush their completion flags (each flush followed by fsync when asked).
   void commit();
-  /// Commit, then, when every replicate is committed, set `complete` = 1 (compressing first
-  /// when gzip_level > 0). Closes the file in either case; returns whether it is complete.
+  /// Commit, then, when every replicate is committed and none is non_finite (failed()), set
+  /// `complete` = 1 (compressing first when gzip_level > 0). Closes the file in either case;
+  /// returns whether it is complete.
   bool finish();
 
 private:

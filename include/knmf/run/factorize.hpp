@@ -67,9 +67,17 @@ struct FactorizeSummary {
   std::int64_t jobs_run = 0;
   double seconds = 0.0;
   std::int64_t peak_device_bytes = 0;
+  /// Replicates that are not valid factorizations (status non_finite): this run's, and in
+  /// native mode those the resumed results file records (they are not run again). Such a
+  /// run's results file is not complete and cNMF mode wrote no spectra file for them.
+  std::int64_t jobs_failed = 0;
+  /// When jobs_failed > 0: one line saying how many replicates failed, for which k and why.
+  std::string failure;
 };
 
-/// Run `knmf factorize`. Progress and the plan go to `log` (stderr in the driver).
+/// Run `knmf factorize`. Progress and the plan go to `log` (stderr in the driver). A run in
+/// which replicates failed returns normally with `jobs_failed` and `failure` set (the driver
+/// exits 1 with that line): check them.
 FactorizeSummary run_factorize(const FactorizeConfig& config, std::ostream& log);
 
 }  // namespace knmf

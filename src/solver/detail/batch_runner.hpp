@@ -205,15 +205,15 @@ private:
     // (in a refit GH was recomputed for the fresh slots only, with the same values)
   }
 
-  /// ||X - W H|| of slot r from <W^T X, H> and the Grams in their host mirrors.
+  /// ||X - W H|| of slot r from <W^T X, H> and the Grams in their host mirrors; NaN when not
+  /// finite (identity_error, rule.hpp).
   double error_from(double cross, int r) const {
     const auto& gw = b_.gw_host();
     const auto& gh = b_.gh_host();
     double wh = 0.0;
     for (int s = 0; s < k_; ++s)
       for (int t = 0; t < k_; ++t) wh += gw(r, s, t) * gh(r, s, t);
-    const double sq = norm_x_ - 2.0 * cross + wh;
-    return std::sqrt(sq > 0.0 ? sq : 0.0);
+    return identity_error(norm_x_, cross, wh);
   }
 
   /// ||X - W H|| for the slots in `which`, from Q = W^T X and G_W = W^T W of the current W
@@ -286,7 +286,7 @@ private:
   void mark_done(Slot& s, ReplicateStatus st, double err) {
     s.active = false;
     s.done = true;
-    s.status = st;
+    s.status = settle(st, err);
     s.final_err = err;
   }
 

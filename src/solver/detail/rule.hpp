@@ -31,6 +31,8 @@
 /// it streamed; run_fixed_h in rules.hpp) both run a rule through exactly these functions, so
 /// a rule's update and its decision are written once.
 
+#include <cmath>
+#include <limits>
 #include <vector>
 
 #include "knmf/core/types.hpp"
@@ -60,6 +62,26 @@ struct Verdict {
   static Verdict check() { return {measure, ReplicateStatus::max_iter}; }
   static Verdict done(ReplicateStatus s) { return {stop, s}; }
 };
+
+/// ||X - W H||_F from the identity ||X||^2 - 2 <W^T X, H> + <W^T W, H H^T> (algorithms.md,
+/// section 6): `norm2` = ||X||^2, `cross` = <W^T X, H>, `wh` = <W^T W, H H^T>. The sum is
+/// clamped at 0 (a fit better than the rounding of its terms), but a term or sum that is not
+/// finite (a product overflowed, a factor diverged) gives NaN: clamping NaN or -Inf to 0 would
+/// report a perfect fit of a failed replicate. A slot whose error is NaN ends non_finite (the
+/// rules' after_error, settle below).
+inline double identity_error(double norm2, double cross, double wh) {
+  const double sq = norm2 - 2.0 * cross + wh;
+  if (!std::isfinite(sq) || !std::isfinite(cross) || !std::isfinite(wh))
+    return std::numeric_limits<double>::quiet_NaN();
+  return std::sqrt(sq > 0.0 ? sq : 0.0);
+}
+
+/// The status a stopped slot ends with, from its rule's verdict and its final error: a
+/// replicate whose final error is not a finite number (identity_error) is not a valid
+/// factorization, whatever the rule's stopping test said (CD stops on its violation alone).
+inline ReplicateStatus settle(ReplicateStatus verdict, double final_error) {
+  return std::isfinite(final_error) ? verdict : ReplicateStatus::non_finite;
+}
 
 /// The operands of a fixed-H step: W (R k x m) and the buffer of its next value, updated from
 /// P = X H^T (R k x m) and the per-slot G = H H^T, with the chunk partials (and their host
