@@ -3,6 +3,12 @@
 
 #include "io/hdf5.hpp"
 
+// The file-driver class (knmf's write latch) moved to H5FDdevelop.h in HDF5 1.13, which later
+// releases no longer include from hdf5.h.
+#if __has_include(<H5FDdevelop.h>)
+#include <H5FDdevelop.h>
+#endif
+
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -213,6 +219,12 @@ hid_t latch_driver() {
   if (id >= 0 && H5Iis_valid(id) > 0) return id;  // (again after an H5close of the host)
   static H5FD_class_t cls = [] {
     H5FD_class_t c{};
+#ifdef H5FD_CLASS_VERSION
+    // HDF5 1.13.2 and later (Spack's 1.14): the class is versioned and user drivers carry an
+    // identifier of their own (256..511 are the values HDF5 leaves to unregistered drivers).
+    c.version = H5FD_CLASS_VERSION;
+    c.value = static_cast<H5FD_class_value_t>(H5_VFD_RESERVED + 107);
+#endif
     c.name = "knmf_write_latch";
     c.maxaddr = kMaxAddr;
     c.fc_degree = H5F_CLOSE_WEAK;

@@ -140,7 +140,8 @@ void StreamedMatrix<T>::finalize(const std::string& source) {
     const size_type row =
         size_type(std::upper_bound(row_map_.data(), row_map_.data() + n_ + 1, p) - row_map_.data()) - 1;
     return std::make_pair(row, size_type(cols_(p)));
-  });  if constexpr (std::is_same_v<T, float>) check_float32_scale(stats_, n_, g_, source);
+  });
+  if constexpr (std::is_same_v<T, float>) check_float32_scale(stats_, n_, g_, source);
   check_dynamic_range(stats_, double(std::numeric_limits<T>::epsilon()), source);
 }
 
