@@ -82,8 +82,11 @@ RunPlan plan_native(const FactorizeConfig& c, const io::H5adReader& reader);
 void require_writable_log(const FactorizeConfig& c);
 /// Native mode, on the process that writes: creates or resumes the results file the plan
 /// checked (plan.results); false elsewhere. InputError when it no longer holds the plan's
-/// pending jobs (another run wrote it since).
+/// pending jobs (another run wrote it since), or when its replicates were computed on an X
+/// whose fingerprint is not `plan.results_info->input_fingerprint` (when that is known).
 bool open_results(RunPlan& plan);
+/// The results writer's warnings, "knmf: warning: ..." each.
+void log_warnings(const io::ResultsWriter& w, std::ostream& log);
 /// Native mode: InputError when INPUT.h5ad does not exist, or when -o is that same file.
 void require_input(const FactorizeConfig& c);
 
@@ -154,9 +157,9 @@ void check_fits(const FactorizeConfig& c, const io::H5adReader& reader, const st
 class ResultStore {
 public:
   ResultStore(const FactorizeConfig& c, RunPlan& plan, std::vector<std::string> genes);
-  /// The first write of a run, once X is read and valid: open_results(plan), and the
-  /// --log-json file.
-  void open();
+  /// The first write of a run, once X is read and valid: open_results(plan) with X's content
+  /// fingerprint (io/fingerprint.hpp; "" when unknown), and the --log-json file.
+  void open(const std::string& x_fingerprint);
   void begin_k(int R) { commit_every_ = R; }
   /// `write_files`: write the cNMF spectra file here (false when another process does).
   void store(const ReplicateResult& r, bool write_files = true);
@@ -342,7 +345,11 @@ FactorizeSummary run_factorize_with(const FactorizeConfig& c, Parts& parts, std:
   const auto& info = reader->info();
   log_header(c, plan, info, log);
   if (plan.jobs.empty()) {
-    if (open_results(plan)) plan.results->finish();
+    // X is not read: nothing is computed, so there is no fingerprint to compare
+    if (open_results(plan)) {
+      log_warnings(*plan.results, log);
+      plan.results->finish();
+    }
     if (!c.quiet) log << "knmf factorize: nothing to do\n";
     FactorizeSummary empty;
     empty.jobs_total = plan.total;
@@ -359,7 +366,9 @@ FactorizeSummary run_factorize_with(const FactorizeConfig& c, Parts& parts, std:
   const RunContext run{c, plan, *reader, store, progress, budget, log};
   FactorizeSummary sum = parts.template run_on_x<T>(
       run, where, [&](const auto& X, std::int64_t bytes_x, JobChannel& channel) {
-        store.open();
+        // X as read (under MPI the whole X: DistributedMatrix merges the ranks' blocks)
+        store.open(X.fingerprint().text(info.n_obs, info.n_vars));
+        if (plan.results) log_warnings(*plan.results, log);
         return run_jobs(c, plan, channel, &store, X, budget, bytes_x, t0, log);
       });
   parts.reduce(sum);

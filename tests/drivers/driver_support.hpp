@@ -27,9 +27,11 @@ inline std::string shell_quote(const std::string& s) {
   return q + "'";
 }
 
-/// Run `knmf args...` to completion; stdout and stderr captured together.
-inline ProcResult run_knmf(const std::vector<std::string>& args) {
-  std::string cmd = "OMP_PROC_BIND=spread OMP_PLACES=threads " + shell_quote(KNMF_DRIVER_PATH);
+/// Run `knmf args...` to completion (in the folder `cwd` when given); stdout and stderr
+/// captured together.
+inline ProcResult run_knmf(const std::vector<std::string>& args, const std::string& cwd = "") {
+  std::string cmd = cwd.empty() ? "" : "cd " + shell_quote(cwd) + " && ";
+  cmd += "OMP_PROC_BIND=spread OMP_PLACES=threads " + shell_quote(KNMF_DRIVER_PATH);
   for (const auto& a : args) cmd += " " + shell_quote(a);
   cmd += " 2>&1";
   ProcResult r;
