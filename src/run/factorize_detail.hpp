@@ -332,13 +332,12 @@ FactorizeSummary run_factorize_with(const FactorizeConfig& c, Parts& parts, std:
     else
       require_input(c);
     reader.emplace(io::H5adReader::open(c.cnmf_mode() ? plan.x_path : c.input));
-    // native mode: the results file is not open yet, so the jobs of k are all --n-iter
-    check_fits(c, *reader, c.cnmf_mode() ? ks_of(plan.jobs) : c.ks, s, budget, parts,
-               [&](int k) -> std::int64_t {
-                 return c.cnmf_mode() ? jobs_of_k(plan.jobs, k) : std::int64_t(c.n_iter);
-               });
-    require_writable_log(c);
+    // native mode: the results file is checked (read only) first, so that a resumed run
+    // plans for the jobs still pending, not for every replicate of every k
     if (!c.cnmf_mode()) plan = plan_native(c, *reader);
+    check_fits(c, *reader, ks_of(plan.jobs), s, budget, parts,
+               [&](int k) { return jobs_of_k(plan.jobs, k); });
+    require_writable_log(c);
   });
   for (const auto& w : plan.warnings) log << "knmf: warning: " << w << "\n";
   if (!reader) reader.emplace(io::H5adReader::open(plan.x_path));

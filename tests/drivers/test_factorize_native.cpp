@@ -11,6 +11,7 @@
 #include "knmf/io/cnmf_files.hpp"
 #include "knmf/io/h5ad.hpp"
 #include "knmf/results/results_file.hpp"
+#include "knmf/run/memory.hpp"
 #include "test_support.hpp"
 
 namespace {
@@ -330,6 +331,39 @@ TEST(NativePlan, ForcedBatchIsCappedAtThePendingJobs) {
   ASSERT_EQ(b.status, 0) << b.out;
   EXPECT_NE(b.out.find("plan: k = 3: 2 replicate(s) per batch"), std::string::npos) << b.out;
   EXPECT_EQ(b.out.find("capped"), std::string::npos) << b.out;
+}
+
+// A resumed run's fit check planned for every replicate (--n-iter) of every k: a forced
+// --batch was capped at --n-iter, not at the jobs still pending, and a run that fits what
+// remains was refused. It plans for what remains to run.
+TEST(NativePlan, FitCheckOnResumeCountsThePendingJobs) {
+  TempDir tmp("knmf-native-fit");
+  const auto in = (tmp.path() / "tiny.h5ad").string();
+  simulate(in, "5");
+  const auto full = (tmp.path() / "full.h5").string(), part = (tmp.path() / "part.h5").string();
+  const std::vector<std::string> run{"-k", "3", "--n-iter", "8", "--max-iter", "20", "--dtype",
+                                     "double", "--format", "dense", "--batch", "8"};
+  auto with = [&](const std::string& out, const std::vector<std::string>& more) {
+    std::vector<std::string> a{"factorize", in, "-o", out};
+    a.insert(a.end(), run.begin(), run.end());
+    a.insert(a.end(), more.begin(), more.end());
+    return a;
+  };
+  ASSERT_EQ(run_knmf(with(full, {"--quiet"})).status, 0);
+  make_partial(full, part, 6);  // 2 jobs pending
+  // a device that holds a batch of the 2 pending replicates, not one of 8
+  const std::int64_t n = 200, g = 100, bytes_x = n * g * 8, lots = std::int64_t(1) << 40;
+  const auto two = plan_batch(n, g, 3, 8, bytes_x, lots, 2, 2).total();
+  const auto eight = plan_batch(n, g, 3, 8, bytes_x, lots, 8, 8).total();
+  ASSERT_LT(two, eight);
+  const std::string limit = std::to_string((two + eight) / 2);
+  const auto fresh = run_knmf(with((tmp.path() / "fresh.h5").string(), {"--device-memory-limit", limit}));
+  EXPECT_NE(fresh.status, 0) << "a new run of 8 replicates does not fit: " << fresh.out;
+  const auto r = run_knmf(with(part, {"--device-memory-limit", limit}));
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("2 job(s) to run, 6 already complete"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("plan: k = 3: 2 replicate(s) per batch"), std::string::npos) << r.out;
+  EXPECT_TRUE(io::ResultsReader::open(part).complete());
 }
 
 // Issue 15, defect 9: -o naming the input reported HDF5's "file locking flag values don't
