@@ -458,9 +458,13 @@ NativeInputs read_native(const NativeRequest& req) {
     input_error(req.results, ": beta_loss '", info.beta_loss, "' is not supported (frobenius only)");
   in.solver = info.solver;
   in.solver.return_W = false;
-  in.counts = req.counts.empty() ? info.input : req.counts;
+  // the run's input: by its absolute path where it still exists (another working folder)
+  in.counts = req.counts.empty() ? io::run_input_path(info) : req.counts;
   if (in.counts.empty()) input_error(req.results, ": no input recorded; give --counts");
   in.X = std::make_unique<H5adRowSource>(in.counts);
+  // the run's own input must still hold its X (checked during the first pass over it)
+  if (req.counts.empty() && !info.input_fingerprint.empty())
+    in.X->expect_fingerprint(info.input_fingerprint, "the run in " + req.results);
   in.genes = in.X->column_names();
   if (in.X->rows() != info.n_cells)
     input_error(in.counts, ": ", in.X->rows(), " cells but ", req.results, " was computed on ",

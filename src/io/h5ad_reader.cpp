@@ -404,16 +404,26 @@ struct H5adReader::Impl {
     return m0 + (std::upper_bound(p.begin(), p.end(), q) - p.begin()) - 1;
   }
 
+  /// Add n raw values at `vraw` (the file's type) to `fp`: value k at (row_of(k), col_of(k)),
+  /// taken as double, as stored (the conversion to T may round). Values were checked already.
+  template <class RowOf, class ColOf>
+  void hash_raw(XFingerprint& fp, const void* vraw, std::int64_t n, RowOf&& row_of, ColOf&& col_of) const {
+    convert_values<double>(info.value_type, vraw, n,
+                           [&](std::int64_t k, double v) { fp.add(row_of(k), col_of(k), v); },
+                           [](std::int64_t, auto, const char*) {});
+  }
+
   // ---- CSR file --------------------------------------------------------------------------
 
   template <class T>
-  void csr_from_csr(std::int64_t r0, std::int64_t r1, CsrBlock<T>& out) const {
+  void csr_from_csr(std::int64_t r0, std::int64_t r1, CsrBlock<T>& out, XFingerprint* fp) const {
     const std::vector<std::int64_t> p = read_indptr(r0, r1);
     const std::int64_t p0 = p.front(), p1 = p.back();
     out.row_offsets.resize(p.size());
     for (std::size_t i = 0; i < p.size(); ++i) out.row_offsets[i] = p[i] - p0;
     out.cols.resize(static_cast<std::size_t>(p1 - p0));
     out.values.resize(static_cast<std::size_t>(p1 - p0));
+    std::int64_t row = r0;  // cursor of the fingerprint: the row of the entry being hashed
     for_each_entry_chunk(p0, p1, true, [&](std::int64_t q0, std::int64_t n, const void* iraw, const void* vraw) {
       std::int32_t* cols = out.cols.data() + (q0 - p0);
       T* vals = out.values.data() + (q0 - p0);
@@ -424,16 +434,24 @@ struct H5adReader::Impl {
                         [&](std::int64_t k, auto v, const char* why) {
                           bad_sparse_value(q0 + k, major_of(p, r0, q0 + k), cols[k], v, why);
                         });
+      if (fp)
+        hash_raw(*fp, vraw, n,
+                 [&](std::int64_t k) {
+                   while (p[static_cast<std::size_t>(row - r0 + 1)] <= q0 + k) ++row;
+                   return row;
+                 },
+                 [&](std::int64_t k) { return std::int64_t(cols[k]); });
     });
   }
 
   template <class T>
-  void dense_from_csr(std::int64_t r0, std::int64_t r1, T* out) const {
+  void dense_from_csr(std::int64_t r0, std::int64_t r1, T* out, XFingerprint* fp) const {
     const std::int64_t g = info.n_vars;
     std::fill(out, out + (r1 - r0) * g, T(0));
     const std::vector<std::int64_t> p = read_indptr(r0, r1);
     std::vector<std::int32_t> cols;
     std::int64_t row = r0;  // cursor: the row of the entry being converted
+    std::int64_t hrow = r0;  // cursor of the fingerprint
     for_each_entry_chunk(p.front(), p.back(), true, [&](std::int64_t q0, std::int64_t n, const void* iraw, const void* vraw) {
       cols.resize(static_cast<std::size_t>(n));
       convert_indices(*info.index_type, iraw, n, minor,
@@ -447,13 +465,20 @@ struct H5adReader::Impl {
                         [&](std::int64_t k, auto v, const char* why) {
                           bad_sparse_value(q0 + k, major_of(p, r0, q0 + k), cols[static_cast<std::size_t>(k)], v, why);
                         });
+      if (fp)
+        hash_raw(*fp, vraw, n,
+                 [&](std::int64_t k) {
+                   while (p[static_cast<std::size_t>(hrow - r0 + 1)] <= q0 + k) ++hrow;
+                   return hrow;
+                 },
+                 [&](std::int64_t k) { return std::int64_t(cols[static_cast<std::size_t>(k)]); });
     });
   }
 
   // ---- dense file ------------------------------------------------------------------------
 
   template <class T>
-  void dense_from_dense(std::int64_t r0, std::int64_t r1, T* out) const {
+  void dense_from_dense(std::int64_t r0, std::int64_t r1, T* out, XFingerprint* fp) const {
     const std::int64_t g = info.n_vars;
     for_each_dense_band(r0, r1, [&](std::int64_t r, std::int64_t rows, std::int64_t c, std::int64_t cols, const void* raw) {
       for (std::int64_t i = 0; i < rows; ++i) {
@@ -461,12 +486,13 @@ struct H5adReader::Impl {
         const void* src = static_cast<const char*>(raw) + static_cast<std::size_t>(i * cols) * size_of(info.value_type);
         convert_values<T>(info.value_type, src, cols, [&](std::int64_t k, T v) { dst[k] = v; },
                           [&](std::int64_t k, auto v, const char* why) { bad_dense_value(r + i, c + k, static_cast<double>(v), why); });
+        if (fp) hash_raw(*fp, src, cols, [&](std::int64_t) { return r + i; }, [&](std::int64_t k) { return c + k; });
       }
     });
   }
 
   template <class T>
-  void csr_from_dense(std::int64_t r0, std::int64_t r1, CsrBlock<T>& out) const {
+  void csr_from_dense(std::int64_t r0, std::int64_t r1, CsrBlock<T>& out, XFingerprint* fp) const {
     const std::int64_t g = info.n_vars;
     out.row_offsets.assign(static_cast<std::size_t>(r1 - r0 + 1), 0);
     out.cols.clear();
@@ -482,6 +508,7 @@ struct H5adReader::Impl {
                             }
                           },
                           [&](std::int64_t k, auto v, const char* why) { bad_dense_value(r + i, c + k, static_cast<double>(v), why); });
+        if (fp) hash_raw(*fp, src, cols, [&](std::int64_t) { return r + i; }, [&](std::int64_t k) { return c + k; });
         // Bands cut into column pieces hold one row; the row ends with its last piece.
         if (c + cols == g) out.row_offsets[static_cast<std::size_t>(r - r0 + i + 1)] = static_cast<std::int64_t>(out.cols.size());
       }
@@ -761,8 +788,18 @@ std::vector<std::int64_t> H5adReader::row_nnz(std::int64_t r0, std::int64_t r1) 
   return out;
 }
 
+namespace {
+/// Rows [r0, r1) of a CSC file's full CSR copy into `fp` (its values are the file's, exactly).
+template <class C>
+void hash_csc_rows(XFingerprint& fp, const CsrBlock<C>& all, std::int64_t r0, std::int64_t r1) {
+  for (std::int64_t r = r0; r < r1; ++r)
+    for (std::int64_t q = all.row_offsets[static_cast<std::size_t>(r)]; q < all.row_offsets[static_cast<std::size_t>(r + 1)]; ++q)
+      fp.add(r, all.cols[static_cast<std::size_t>(q)], static_cast<double>(all.values[static_cast<std::size_t>(q)]));
+}
+}  // namespace
+
 template <class T>
-void H5adReader::read_csr_rows(std::int64_t r0, std::int64_t r1, CsrBlock<T>& out) const {
+void H5adReader::read_csr_rows(std::int64_t r0, std::int64_t r1, CsrBlock<T>& out, XFingerprint* fp) const {
   static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>);
   h5::ErrorSilencer quiet;
   const Impl& m = *impl_;
@@ -777,10 +814,10 @@ void H5adReader::read_csr_rows(std::int64_t r0, std::int64_t r1, CsrBlock<T>& ou
         out.cols.clear();
         out.values.clear();
       } else {
-        m.csr_from_csr(r0, r1, out);
+        m.csr_from_csr(r0, r1, out, fp);
       }
       break;
-    case StorageFormat::Dense: m.csr_from_dense(r0, r1, out); break;
+    case StorageFormat::Dense: m.csr_from_dense(r0, r1, out, fp); break;
     case StorageFormat::Csc:
       out.row_offsets.assign(static_cast<std::size_t>(r1 - r0 + 1), 0);
       out.cols.clear();
@@ -794,13 +831,15 @@ void H5adReader::read_csr_rows(std::int64_t r0, std::int64_t r1, CsrBlock<T>& ou
         out.values.resize(static_cast<std::size_t>(p1 - p0));
         for (std::int64_t q = p0; q < p1; ++q)
           out.values[static_cast<std::size_t>(q - p0)] = static_cast<T>(all.values[static_cast<std::size_t>(q)]);
+        if (fp) hash_csc_rows(*fp, all, r0, r1);
       });
       break;
   }
+  if (fp) fp->add_rows(r1 - r0);
 }
 
 template <class T>
-void H5adReader::read_dense_rows(std::int64_t r0, std::int64_t r1, T* out) const {
+void H5adReader::read_dense_rows(std::int64_t r0, std::int64_t r1, T* out, XFingerprint* fp) const {
   static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>);
   h5::ErrorSilencer quiet;
   const Impl& m = *impl_;
@@ -808,8 +847,8 @@ void H5adReader::read_dense_rows(std::int64_t r0, std::int64_t r1, T* out) const
   if (r1 == r0) return;
   const std::int64_t g = m.info.n_vars;
   switch (m.info.format) {
-    case StorageFormat::Dense: m.dense_from_dense(r0, r1, out); break;
-    case StorageFormat::Csr: m.dense_from_csr(r0, r1, out); break;
+    case StorageFormat::Dense: m.dense_from_dense(r0, r1, out, fp); break;
+    case StorageFormat::Csr: m.dense_from_csr(r0, r1, out, fp); break;
     case StorageFormat::Csc:
       std::fill(out, out + (r1 - r0) * g, T(0));
       m.with_csc_csr([&](const auto& all) {
@@ -818,14 +857,16 @@ void H5adReader::read_dense_rows(std::int64_t r0, std::int64_t r1, T* out) const
           for (std::int64_t q = all.row_offsets[static_cast<std::size_t>(r)]; q < all.row_offsets[static_cast<std::size_t>(r + 1)]; ++q)
             row[all.cols[static_cast<std::size_t>(q)]] += static_cast<T>(all.values[static_cast<std::size_t>(q)]);
         }
+        if (fp) hash_csc_rows(*fp, all, r0, r1);
       });
       break;
   }
+  if (fp) fp->add_rows(r1 - r0);
 }
 
-template void H5adReader::read_csr_rows<float>(std::int64_t, std::int64_t, CsrBlock<float>&) const;
-template void H5adReader::read_csr_rows<double>(std::int64_t, std::int64_t, CsrBlock<double>&) const;
-template void H5adReader::read_dense_rows<float>(std::int64_t, std::int64_t, float*) const;
-template void H5adReader::read_dense_rows<double>(std::int64_t, std::int64_t, double*) const;
+template void H5adReader::read_csr_rows<float>(std::int64_t, std::int64_t, CsrBlock<float>&, XFingerprint*) const;
+template void H5adReader::read_csr_rows<double>(std::int64_t, std::int64_t, CsrBlock<double>&, XFingerprint*) const;
+template void H5adReader::read_dense_rows<float>(std::int64_t, std::int64_t, float*, XFingerprint*) const;
+template void H5adReader::read_dense_rows<double>(std::int64_t, std::int64_t, double*, XFingerprint*) const;
 
 }  // namespace knmf::io

@@ -53,13 +53,15 @@ DenseMatrix<T> load_dense_rows(const ExecSpace& space, const io::H5adReader& rea
   const size_type rows_per_block =
       std::max<size_type>(1, size_type(block_bytes) / std::max<size_type>(row_bytes, 1));
   std::vector<T> buf(size_t(std::min(rows_per_block, std::max<size_type>(r1 - r0, 1)) * info.n_vars));
+  io::XFingerprint fp;
   for (size_type a = r0; a < r1; a += rows_per_block) {
     const size_type b = std::min(r1, a + rows_per_block);
-    reader.read_dense_rows<T>(a, b, buf.data());
+    reader.read_dense_rows<T>(a, b, buf.data(), &fp);
     X.set_rows(a - r0, b - r0, buf.data());
   }
   X.finalize(source_of(reader, r0, r1), default_reduction_chunk, true);
   check_scale<T>(X, reader, r0, r1);
+  X.set_fingerprint(fp);
   return X;
 }
 
@@ -102,6 +104,7 @@ CsrMatrix<T> load_csr_rows(const ExecSpace& space, const io::H5adReader& reader,
   const std::int64_t per_entry = std::int64_t(sizeof(T) + sizeof(std::int32_t));
   const std::int64_t max_nnz = std::max<std::int64_t>(1, std::int64_t(block_bytes) / per_entry);
   io::CsrBlock<T> blk;
+  io::XFingerprint fp;
   size_type a = r0;
   while (a < r1) {
     // grow the block row by row up to max_nnz entries, in slices of at most 65536 rows
@@ -113,12 +116,13 @@ CsrMatrix<T> load_csr_rows(const ExecSpace& space, const io::H5adReader& reader,
       acc += c;
       ++b;
     }
-    reader.read_csr_rows<T>(a, b, blk);
+    reader.read_csr_rows<T>(a, b, blk, &fp);
     X.set_rows(a - r0, b - r0, blk.row_offsets.data(), blk.cols.data(), blk.values.data());
     a = b;
   }
   X.finalize(source_of(reader, r0, r1), default_reduction_chunk, true);
   check_scale<T>(X, reader, r0, r1);
+  X.set_fingerprint(fp);
   return X;
 }
 

@@ -22,10 +22,24 @@ void H5adRowSource::for_each_block(size_type max_nnz, const BlockVisitor& visit)
     bounds_nnz_ = max_nnz;
   }
   io::CsrBlock<double> block;
+  const bool check = !expected_fingerprint_.empty() && !fingerprint_checked_;
+  io::XFingerprint fp;
   for (size_t b = 0; b + 1 < bounds_.size(); ++b) {
-    reader_.read_csr_rows<double>(bounds_[b], bounds_[b + 1], block);
+    reader_.read_csr_rows<double>(bounds_[b], bounds_[b + 1], block, check ? &fp : nullptr);
     visit(block);
   }
+  if (!check) return;
+  const std::string got = fp.text(n, cols());
+  if (got != expected_fingerprint_)
+    input_error(name_, ": its X (fingerprint ", got, ") is not the X of ", recorded_by_,
+                " (fingerprint ", expected_fingerprint_, ")");
+  fingerprint_checked_ = true;
+}
+
+void H5adRowSource::expect_fingerprint(std::string fingerprint, std::string recorded_by) {
+  expected_fingerprint_ = std::move(fingerprint);
+  recorded_by_ = std::move(recorded_by);
+  fingerprint_checked_ = false;
 }
 
 CsrRowSource::CsrRowSource(io::CsrBlock<double> matrix, std::string name,

@@ -211,7 +211,7 @@ StreamedMatrix<T> StreamedMatrix<T>::load(const ExecSpace& space, const io::H5ad
     m.dense_ = host_view<decltype(m.dense_)>("knmf::host::stream::dense", m.nnz_);
     for (size_type r0 = 0; r0 < m.n_; r0 += stage_rows) {
       const size_type r1 = std::min(m.n_, r0 + stage_rows);
-      reader.read_dense_rows<T>(r0, r1, m.dense_.data() + r0 * m.g_);  // straight to its home
+      reader.read_dense_rows<T>(r0, r1, m.dense_.data() + r0 * m.g_, &m.fingerprint_);  // straight to its home
     }
   } else {
     m.row_map_ = host_view<decltype(m.row_map_)>("knmf::host::stream::row_map", m.n_ + 1);
@@ -227,7 +227,7 @@ StreamedMatrix<T> StreamedMatrix<T>::load(const ExecSpace& space, const io::H5ad
     io::CsrBlock<T> blk;
     for (size_type r0 = 0; r0 < m.n_; r0 += stage_rows) {
       const size_type r1 = std::min(m.n_, r0 + stage_rows);
-      reader.read_csr_rows<T>(r0, r1, blk);
+      reader.read_csr_rows<T>(r0, r1, blk, &m.fingerprint_);
       const size_type base = m.row_map_(r0);
       std::memcpy(m.cols_.data() + base, blk.cols.data(), blk.cols.size() * sizeof(ordinal_type));
       std::memcpy(m.vals_.data() + base, blk.values.data(), blk.values.size() * sizeof(T));

@@ -44,6 +44,13 @@ DistributedMatrix<Inner>::DistributedMatrix(MPI_Comm comm, Inner local, size_typ
   stats_.sum = sums[0];
   stats_.norm2 = sums[1];
   stats_.count = count;
+  // the fingerprint's parts are sums (mod 2^64 for the hash), so the blocks merge in any order
+  const auto& f = local_.fingerprint();
+  unsigned long long sum = f.sum();
+  long long counts[2] = {f.nonzeros(), f.rows()};
+  MPI_Allreduce(MPI_IN_PLACE, &sum, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, comm);
+  MPI_Allreduce(MPI_IN_PLACE, counts, 2, MPI_LONG_LONG, MPI_SUM, comm);
+  fingerprint_ = io::XFingerprint::from_parts(sum, counts[0], counts[1]);
   // the largest value of the whole X (its position stays the local one: positions are local)
   double mx = s.max_value;
   MPI_Allreduce(MPI_IN_PLACE, &mx, 1, MPI_DOUBLE, MPI_MAX, comm);

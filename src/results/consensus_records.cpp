@@ -593,7 +593,9 @@ void update_results_file(const fs::path& path, const ResultsAdditions& add, cons
       h5::Group from = open_group(file, src.get(), "/");
       h5::Group to = open_group(file, dst.get(), "/");
       copy_attributes(file, from.get(), to.get(), "/");
-      h5::write_int_scalar_attr(file, to.get(), "format_version", results_format_version);
+      // consensus outputs need version 2; a version-3 file stays 3 (its input attributes)
+      const std::int64_t version = need_int(file, from.get(), "format_version");
+      h5::write_int_scalar_attr(file, to.get(), "format_version", std::max<std::int64_t>(version, 2));
     }
     for (const auto& name : link_names(file, src.get(), "/")) {
       const std::string p = "/" + name;

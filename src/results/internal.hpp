@@ -71,6 +71,10 @@ RunInfo prepare(const RunInfo& in, const std::string& file);
 /// What differs between two runs, as (old, new) command-line text; both empty when they
 /// match (resume.cpp).
 std::pair<std::string, std::string> differences(const RunInfo& a, const RunInfo& b);
+/// Whether a resume's input `now` is the X of the file's run `was` (resume.cpp): InputError
+/// (naming both paths, and both fingerprints where known) when it is not; a warning when the
+/// file records no fingerprint and `now` has one (the content cannot be checked), else "".
+std::string check_input(const std::string& file, const RunInfo& was, const RunInfo& now);
 
 /// "(3, 4)" / "(3,)".
 std::string shape_text(const std::vector<hsize_t>& d);

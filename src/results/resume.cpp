@@ -1,12 +1,15 @@
 /// \file
 /// What differs between the run a results file records and the run asked for, in the
 /// words of the command line ("--tol 0.0001 --max-iter 1000"): the message a refused resume
-/// prints.
+/// prints; and whether the input is the X the file's replicates were computed on.
 
+#include <filesystem>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "knmf/core/error.hpp"
+#include "knmf/io/atomic_file.hpp"
 #include "results/internal.hpp"
 
 namespace knmf::io::detail::results {
@@ -15,8 +18,8 @@ namespace knmf::io::detail::results {
 /// empty when they match.
 std::pair<std::string, std::string> differences(const RunInfo& a, const RunInfo& b) {
   auto fields = [](const RunInfo& r) {
+    // the input path is not compared here: check_input compares X by content
     std::vector<std::pair<std::string, std::string>> f = {
-        {"input", r.input},
         {"input shape", std::to_string(r.n_cells) + " x " + std::to_string(r.n_genes())},
         {"-k", join_ints(r.ks)},
         {"--n-iter", std::to_string(r.n_iter)},
@@ -46,7 +49,7 @@ std::pair<std::string, std::string> differences(const RunInfo& a, const RunInfo&
   for (std::size_t i = 0; i < fa.size(); ++i) {
     if (fa[i].second == fb[i].second) continue;
     add(fa[i].first, fa[i].second, fb[i].second);
-    if (i == 1 || i == 2 || i == 3 || i == 4) shape_or_plan_differs = true;
+    if (i <= 3) shape_or_plan_differs = true;  // input shape, -k, --n-iter, --seed
   }
   if (a.genes.size() == b.genes.size() && a.genes != b.genes) {
     std::size_t i = 0;
@@ -68,4 +71,45 @@ std::pair<std::string, std::string> differences(const RunInfo& a, const RunInfo&
   return {old_text, new_text};
 }
 
+namespace {
+/// "a.h5ad (/data/a.h5ad)": the path as given and, when it says more, the absolute one.
+std::string input_text(const RunInfo& r) {
+  if (r.input_absolute.empty() || r.input_absolute == r.input) return r.input;
+  return r.input + " (" + r.input_absolute + ")";
+}
+}  // namespace
+
+std::string check_input(const std::string& file, const RunInfo& was, const RunInfo& now) {
+  if (!was.input_fingerprint.empty()) {
+    if (now.input_fingerprint.empty() || now.input_fingerprint == was.input_fingerprint) return {};
+    input_error(file, ": its replicates were computed on input ", input_text(was),
+                " with X fingerprint ", was.input_fingerprint, ", but this run's input ",
+                input_text(now), " holds another X (fingerprint ", now.input_fingerprint,
+                "): use a new -o file or the original input");
+  }
+  // No fingerprint (a file written before format_version 3): the path must name the file the
+  // run recorded, and its content cannot be checked.
+  const bool same = was.input == now.input || io::same_file(was.input, now.input) ||
+                    (!was.input_absolute.empty() && io::same_file(was.input_absolute, now.input));
+  if (!same)
+    input_error(file, " was written from input ", input_text(was), ", not ", input_text(now),
+                ", and records no fingerprint of its X to compare them by (a file of an earlier "
+                "knmf): use a new -o file or the original input path");
+  if (now.input_fingerprint.empty()) return {};
+  return file + " records no fingerprint of its input (a file of an earlier knmf): resuming "
+                "without checking that " + now.input +
+         " still holds the X its committed replicates were computed on";
+}
+
 }  // namespace knmf::io::detail::results
+
+namespace knmf::io {
+
+std::string run_input_path(const RunInfo& info) {
+  std::error_code ec;
+  if (!info.input_absolute.empty() && std::filesystem::exists(info.input_absolute, ec))
+    return info.input_absolute;
+  return info.input;
+}
+
+}  // namespace knmf::io

@@ -212,6 +212,8 @@ void write_info(const std::string& file, hid_t fid, const RunInfo& r, bool compl
   h5::write_int_scalar_attr(file, g, "batch_size", r.batch_size);
   h5::write_string_attr(file, g, "created", r.created);
   h5::write_string_attr(file, g, "input", r.input);
+  h5::write_string_attr(file, g, "input_absolute", r.input_absolute);
+  h5::write_string_attr(file, g, "input_fingerprint", r.input_fingerprint);
   h5::write_int_attr(file, g, "input_shape", {r.n_cells, r.n_genes()});
   h5::write_int_attr(file, g, "ks", std::vector<std::int64_t>(r.ks.begin(), r.ks.end()));
   h5::write_int_scalar_attr(file, g, "n_iter", r.n_iter);
@@ -316,6 +318,10 @@ RunInfo read_info(const std::string& file, hid_t fid) {
   r.batch_size = static_cast<int>(need_int(file, root, "batch_size"));
   r.created = need_string(file, root, "created");
   r.input = need_string(file, root, "input");
+  if (version >= 3) {
+    r.input_absolute = need_string(file, root, "input_absolute");
+    r.input_fingerprint = need_string(file, root, "input_fingerprint");
+  }
   const auto shape = need_ints(file, root, "input_shape");
   if (shape.size() != 2) input_error(file, ": root attribute input_shape holds ", shape.size(), " values; expected 2");
   r.n_cells = shape[0];

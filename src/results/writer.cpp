@@ -56,6 +56,7 @@ struct ResultsWriter::Impl {
   std::vector<std::vector<std::uint8_t>> flags;   // committed flags per group, per iter
   std::vector<std::vector<std::int8_t>> states;   // status per group, per iter (as written)
   std::vector<std::pair<int, int>> buffered;      // (group, iter) written since the last commit
+  mutable std::vector<std::string> warnings;      // of inspect(): what a resume could not check
   h5::Datatype status_mem = status_type(H5T_NATIVE_INT8);
 
   void step(WriteStep s) const {
@@ -100,6 +101,10 @@ struct ResultsWriter::Impl {
     resumed = true;
     const RunInfo old = inspect();
     info.created = old.created;
+    // the file's record of its input stays as created (a resume by another path keeps it)
+    info.input = old.input;
+    info.input_absolute = old.input_absolute;
+    info.input_fingerprint = old.input_fingerprint;
     open_for_writing();
     // This session's provenance goes to the first free slot (raw data: no metadata change).
     auto slots = h5::read_string_dataset(file, sessions.get(), "/sessions");
@@ -130,6 +135,7 @@ struct ResultsWriter::Impl {
     if (!was.empty())
       input_error(file, " was written with ", was, "; this run asks ", now,
                   ": use a new -o file or the same options");
+    if (auto w = check_input(file, old, info); !w.empty()) warnings.push_back(std::move(w));
     return old;
   }
 
@@ -290,6 +296,7 @@ std::vector<Job> ResultsWriter::check(const fs::path& path, const RunInfo& info)
 const fs::path& ResultsWriter::path() const { return impl_->path; }
 const RunInfo& ResultsWriter::info() const { return impl_->info; }
 bool ResultsWriter::resumed() const { return impl_->resumed; }
+const std::vector<std::string>& ResultsWriter::warnings() const { return impl_->warnings; }
 
 std::vector<Job> ResultsWriter::pending() const {
   const Impl& m = *impl_;

@@ -153,6 +153,7 @@ RunPlan plan_native(const FactorizeConfig& c, const io::H5adReader& reader) {
   p.solver = c.solver;
   io::RunInfo info;
   info.input = c.input;
+  info.input_absolute = fs::absolute(c.input).lexically_normal().string();
   info.n_cells = reader.info().n_obs;
   info.genes = reader.var_names();
   info.ks = c.ks;
@@ -198,6 +199,10 @@ bool open_results(RunPlan& plan) {
   return true;
 }
 
+void log_warnings(const io::ResultsWriter& w, std::ostream& log) {
+  for (const auto& line : w.warnings()) log << "knmf: warning: " << line << "\n";
+}
+
 ResultStore::ResultStore(const FactorizeConfig& c, RunPlan& plan, std::vector<std::string> genes)
     : plan_(plan), genes_(std::move(genes)), log_json_(c.log_json),
       last_commit_(std::chrono::steady_clock::now()) {}
@@ -209,7 +214,8 @@ void ResultStore::open_results_only() {
   for (const Job& j : plan_.results->failed()) ++outcomes_[j.k].failed_before;
 }
 
-void ResultStore::open() {
+void ResultStore::open(const std::string& x_fingerprint) {
+  if (plan_.results_info && !plan_.results) plan_.results_info->input_fingerprint = x_fingerprint;
   open_results_only();
   if (!log_json_.empty() && !json_.is_open()) {
     json_.open(log_json_, std::ios::trunc);

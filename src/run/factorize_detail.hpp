@@ -82,8 +82,11 @@ RunPlan plan_native(const FactorizeConfig& c, const io::H5adReader& reader);
 void require_writable_log(const FactorizeConfig& c);
 /// Native mode, on the process that writes: creates or resumes the results file the plan
 /// checked (plan.results); false elsewhere. InputError when it no longer holds the plan's
-/// pending jobs (another run wrote it since).
+/// pending jobs (another run wrote it since), or when its replicates were computed on an X
+/// whose fingerprint is not `plan.results_info->input_fingerprint` (when that is known).
 bool open_results(RunPlan& plan);
+/// The results writer's warnings, "knmf: warning: ..." each.
+void log_warnings(const io::ResultsWriter& w, std::ostream& log);
 /// Native mode: InputError when INPUT.h5ad does not exist, or when -o is that same file.
 void require_input(const FactorizeConfig& c);
 
@@ -159,9 +162,9 @@ void check_fits(const FactorizeConfig& c, const io::H5adReader& reader, const st
 class ResultStore {
 public:
   ResultStore(const FactorizeConfig& c, RunPlan& plan, std::vector<std::string> genes);
-  /// The first write of a run, once X is read and valid: open_results(plan), and the
-  /// --log-json file.
-  void open();
+  /// The first write of a run, once X is read and valid: open_results(plan) with X's content
+  /// fingerprint (io/fingerprint.hpp; "" when unknown), and the --log-json file.
+  void open(const std::string& x_fingerprint);
   /// open_results(plan) alone (a run with nothing to run).
   void open_results_only();
   void begin_k(int R) { commit_every_ = R; }
@@ -345,13 +348,12 @@ FactorizeSummary run_factorize_with(const FactorizeConfig& c, Parts& parts, std:
     else
       require_input(c);
     reader.emplace(io::H5adReader::open(c.cnmf_mode() ? plan.x_path : c.input));
-    // native mode: the results file is not open yet, so the jobs of k are all --n-iter
-    check_fits(c, *reader, c.cnmf_mode() ? ks_of(plan.jobs) : c.ks, s, budget, parts,
-               [&](int k) -> std::int64_t {
-                 return c.cnmf_mode() ? jobs_of_k(plan.jobs, k) : std::int64_t(c.n_iter);
-               });
-    require_writable_log(c);
+    // native mode: the results file is checked (read only) first, so that a resumed run
+    // plans for the jobs still pending, not for every replicate of every k
     if (!c.cnmf_mode()) plan = plan_native(c, *reader);
+    check_fits(c, *reader, ks_of(plan.jobs), s, budget, parts,
+               [&](int k) { return jobs_of_k(plan.jobs, k); });
+    require_writable_log(c);
   });
   for (const auto& w : plan.warnings) log << "knmf: warning: " << w << "\n";
   if (!reader) reader.emplace(io::H5adReader::open(plan.x_path));
@@ -361,10 +363,12 @@ FactorizeSummary run_factorize_with(const FactorizeConfig& c, Parts& parts, std:
   if (plan.jobs.empty()) {
     // a resumed results file may record failed replicates: they are not run again (the same
     // X, seeds and options fail the same way), and the run fails again
+    // X is not read: nothing is computed, so there is no fingerprint to compare
     FactorizeSummary empty;
     empty.jobs_total = plan.total;
     empty.jobs_skipped = plan.skipped;
     store.open_results_only();
+    if (plan.results) log_warnings(*plan.results, log);
     store.report_failures(empty, c, 0.0, info.n_obs, info.n_vars);
     store.finish();
     if (!c.quiet && empty.jobs_failed == 0) log << "knmf factorize: nothing to do\n";
@@ -381,7 +385,9 @@ FactorizeSummary run_factorize_with(const FactorizeConfig& c, Parts& parts, std:
   FactorizeSummary sum = parts.template run_on_x<T>(
       run, where, [&](const auto& X, std::int64_t bytes_x, JobChannel& channel) {
         x_max = X.stats().max_value;
-        store.open();
+        // X as read (under MPI the whole X: DistributedMatrix merges the ranks' blocks)
+        store.open(X.fingerprint().text(info.n_obs, info.n_vars));
+        if (plan.results) log_warnings(*plan.results, log);
         return run_jobs(c, plan, channel, &store, X, budget, bytes_x, t0, log);
       });
   parts.reduce(sum);

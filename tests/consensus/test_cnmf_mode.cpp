@@ -196,7 +196,7 @@ TEST_F(CnmfMode, NativeResultsFileGivesTheSameConsensus) {
   // the results file holds the consensus, equal to cNMF mode's files
   {
     const auto reader = io::ResultsReader::open(results);
-    EXPECT_EQ(reader.format_version(), 2);
+    EXPECT_EQ(reader.format_version(), 3);
     ASSERT_EQ(reader.consensus_list().size(), 1u);
     EXPECT_EQ(reader.consensus_list()[0].group, "/consensus/k_7/dt_0_5");
     const io::ConsensusRecord rec = reader.consensus(7, 0.5);

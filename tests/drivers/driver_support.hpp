@@ -27,10 +27,13 @@ inline std::string shell_quote(const std::string& s) {
   return q + "'";
 }
 
-/// Run `knmf args...` to completion; stdout and stderr captured together. `env`: variable
-/// assignments for the driver's environment ("A=1 B=2", shell-quoted).
-inline ProcResult run_knmf(const std::vector<std::string>& args, const std::string& env = "") {
-  std::string cmd = "OMP_PROC_BIND=spread OMP_PLACES=threads " + env + " " + shell_quote(KNMF_DRIVER_PATH);
+/// Run `knmf args...` to completion (in the folder `cwd` when given); stdout and stderr
+/// captured together. `env`: variable assignments for the driver's environment ("A=1 B=2",
+/// shell-quoted).
+inline ProcResult run_knmf(const std::vector<std::string>& args, const std::string& env = "",
+                           const std::string& cwd = "") {
+  std::string cmd = cwd.empty() ? "" : "cd " + shell_quote(cwd) + " && ";
+  cmd += "OMP_PROC_BIND=spread OMP_PLACES=threads " + env + " " + shell_quote(KNMF_DRIVER_PATH);
   for (const auto& a : args) cmd += " " + shell_quote(a);
   cmd += " 2>&1";
   ProcResult r;

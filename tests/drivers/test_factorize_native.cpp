@@ -2,12 +2,16 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cctype>
 #include <fstream>
+#include <sstream>
 #include <iterator>
 
 #include "driver_support.hpp"
 #include "knmf/io/cnmf_files.hpp"
+#include "knmf/io/h5ad.hpp"
 #include "knmf/results/results_file.hpp"
+#include "knmf/run/memory.hpp"
 #include "test_support.hpp"
 
 namespace {
@@ -101,6 +105,148 @@ TEST_F(Native, KillAndResumeGivesTheSameResultsFile) {
   expect_same_results(full, part);
 }
 
+// ---- resume and the input (issue 15, defect 2) -----------------------------------------------
+
+/// `part`: the run of the complete results file `full` with only its first `committed`
+/// replicates (in job-table order) committed, as a run killed after them leaves it.
+void make_partial(const std::string& full, const std::string& part, std::size_t committed) {
+  const auto r = io::ResultsReader::open(full);
+  auto w = io::ResultsWriter::create_or_resume(part, r.info());
+  const auto jobs = w.pending();
+  for (std::size_t i = 0; i < committed && i < jobs.size(); ++i) {
+    const Job& j = jobs[i];
+    const auto t = r.table(j.k);
+    const auto it = std::size_t(j.iter);
+    ReplicateResult res;
+    res.job = j;
+    res.n = r.n_cells();
+    res.g = r.n_genes();
+    res.H = r.spectra(j.k, j.iter);
+    if (r.has_usages()) res.W = r.usages(j.k, j.iter);
+    res.n_iter = t.iterations[it];
+    res.error_at_init = t.error_at_init[it];
+    res.final_error = t.final_error[it];
+    res.status = t.status[it] == io::ReplicateState::converged ? ReplicateStatus::converged
+                                                               : ReplicateStatus::max_iter;
+    res.seconds = t.seconds[it];
+    w.write(res);
+  }
+  w.commit();
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+/// The words of 16 hex digits in `s` (fingerprints).
+std::vector<std::string> hex16(const std::string& s) {
+  std::vector<std::string> out;
+  std::string word;
+  for (std::size_t i = 0; i <= s.size(); ++i) {
+    const char c = i < s.size() ? s[i] : ' ';
+    if (std::isxdigit(static_cast<unsigned char>(c))) {
+      word += c;
+      continue;
+    }
+    if (word.size() == 16) out.push_back(word);
+    word.clear();
+  }
+  return out;
+}
+
+void simulate(const std::string& out, const std::string& seed) {
+  ASSERT_EQ(run_knmf({"simulate", "-o", out, "--cells", "200", "--genes", "100", "--seed", seed,
+                      "--programs", "3"})
+                .status,
+            0);
+}
+
+const std::vector<std::string> kQuick{"-k", "3", "--n-iter", "4", "--max-iter", "20", "--quiet"};
+
+std::vector<std::string> factorize(const std::string& in, const std::string& out) {
+  std::vector<std::string> a{"factorize", in, "-o", out};
+  a.insert(a.end(), kQuick.begin(), kQuick.end());
+  return a;
+}
+
+// Replacing the input by another matrix of the same shape and genes, then resuming, mixed
+// two inputs in one file and reported it complete: the resume is refused, naming the input
+// and both fingerprints, and the results file is left as it was.
+TEST_F(Native, ReplacedInputWithTheSameShapeAndGenesIsRefusedOnResume) {
+  TempDir tmp("knmf-native-replaced");
+  const auto in = (tmp.path() / "in.h5ad").string(), other = (tmp.path() / "other.h5ad").string();
+  simulate(in, "5");
+  simulate(other, "6");
+  {
+    const auto a = io::H5adReader::open(in), b = io::H5adReader::open(other);
+    ASSERT_EQ(a.info().n_obs, b.info().n_obs);
+    ASSERT_EQ(a.var_names(), b.var_names()) << "the test needs the same genes";
+  }
+  const auto full = (tmp.path() / "full.h5").string(), part = (tmp.path() / "part.h5").string();
+  ASSERT_EQ(run_knmf(factorize(in, full)).status, 0);
+  make_partial(full, part, 2);
+  fs::copy_file(other, in, fs::copy_options::overwrite_existing);
+  const std::string before = slurp(part);
+  const auto r = run_knmf(factorize(in, part));
+  EXPECT_NE(r.status, 0) << r.out;
+  const auto ls = lines(r.out);
+  ASSERT_EQ(ls.size(), 1u) << r.out;
+  EXPECT_NE(ls[0].find(in), std::string::npos) << ls[0];
+  const auto fps = hex16(ls[0]);
+  ASSERT_EQ(fps.size(), 2u) << ls[0];
+  EXPECT_NE(fps[0], fps[1]) << ls[0];
+  EXPECT_EQ(slurp(part), before) << "a refused resume must leave the results file as it was";
+  EXPECT_FALSE(io::ResultsReader::open(part).complete());
+}
+
+// The same input by another path text, or from another working folder, resumes (the path
+// text used to be compared), and the result is the uninterrupted run's.
+TEST_F(Native, TheSameInputByAnotherPathOrFolderResumes) {
+  TempDir tmp("knmf-native-paths");
+  fs::create_directories(tmp.path() / "a");
+  simulate((tmp.path() / "a" / "in.h5ad").string(), "5");
+  const std::string dir = tmp.path().string();
+  ASSERT_EQ(run_knmf(factorize("a/in.h5ad", "full.h5"), "", dir).status, 0);
+  make_partial(dir + "/full.h5", dir + "/p1.h5", 2);
+  const auto r1 = run_knmf(factorize("./a/in.h5ad", "p1.h5"), "", dir);
+  EXPECT_EQ(r1.status, 0) << r1.out;
+  expect_same_results(dir + "/full.h5", dir + "/p1.h5");
+  make_partial(dir + "/full.h5", dir + "/p2.h5", 1);
+  const auto r2 = run_knmf(factorize("in.h5ad", "../p2.h5"), "", dir + "/a");
+  EXPECT_EQ(r2.status, 0) << r2.out;
+  expect_same_results(dir + "/full.h5", dir + "/p2.h5");
+  EXPECT_EQ(io::ResultsReader::open(dir + "/p2.h5").info().input, "a/in.h5ad") << "the record is kept";
+}
+
+// consensus --results reads the input the results file records: from another working folder
+// (where its relative path does not resolve) by its absolute path; an input replaced since
+// is refused (naming both fingerprints) and the results file is left as it was.
+TEST_F(Native, ConsensusFindsTheRunsInputFromAnotherFolderAndChecksIt) {
+  TempDir tmp("knmf-native-consensus");
+  fs::create_directories(tmp.path() / "a");
+  fs::create_directories(tmp.path() / "elsewhere");
+  simulate((tmp.path() / "a" / "in.h5ad").string(), "5");
+  simulate((tmp.path() / "other.h5ad").string(), "6");
+  const std::string dir = tmp.path().string(), elsewhere = dir + "/elsewhere";
+  ASSERT_EQ(run_knmf(factorize("a/in.h5ad", "r.h5"), "", dir).status, 0);
+  fs::copy_file(dir + "/r.h5", dir + "/r2.h5");
+  const auto c = run_knmf({"consensus", "--results", "../r.h5", "--local-density-threshold", "2"}, "", elsewhere);
+  EXPECT_EQ(c.status, 0) << c.out;
+  EXPECT_TRUE(io::ResultsReader::open(dir + "/r.h5").has_consensus(3, 2.0)) << c.out;
+  fs::copy_file(dir + "/other.h5ad", dir + "/a/in.h5ad", fs::copy_options::overwrite_existing);
+  const std::string before = slurp(dir + "/r2.h5");
+  const auto d = run_knmf({"consensus", "--results", "r2.h5", "--local-density-threshold", "2"}, "", dir);
+  EXPECT_NE(d.status, 0) << d.out;
+  const auto ls = lines(d.out);
+  ASSERT_EQ(ls.size(), 1u) << d.out;
+  EXPECT_NE(ls[0].find("a/in.h5ad"), std::string::npos) << ls[0];
+  EXPECT_EQ(hex16(ls[0]).size(), 2u) << ls[0];
+  EXPECT_EQ(slurp(dir + "/r2.h5"), before);
+}
+
 TEST_F(Native, ChangedArgumentsOnResumeAreRefused) {
   TempDir tmp("knmf-native-args");
   const auto out = (tmp.path() / "r.h5").string();
@@ -185,6 +331,39 @@ TEST(NativePlan, ForcedBatchIsCappedAtThePendingJobs) {
   ASSERT_EQ(b.status, 0) << b.out;
   EXPECT_NE(b.out.find("plan: k = 3: 2 replicate(s) per batch"), std::string::npos) << b.out;
   EXPECT_EQ(b.out.find("capped"), std::string::npos) << b.out;
+}
+
+// A resumed run's fit check planned for every replicate (--n-iter) of every k: a forced
+// --batch was capped at --n-iter, not at the jobs still pending, and a run that fits what
+// remains was refused. It plans for what remains to run.
+TEST(NativePlan, FitCheckOnResumeCountsThePendingJobs) {
+  TempDir tmp("knmf-native-fit");
+  const auto in = (tmp.path() / "tiny.h5ad").string();
+  simulate(in, "5");
+  const auto full = (tmp.path() / "full.h5").string(), part = (tmp.path() / "part.h5").string();
+  const std::vector<std::string> run{"-k", "3", "--n-iter", "8", "--max-iter", "20", "--dtype",
+                                     "double", "--format", "dense", "--batch", "8"};
+  auto with = [&](const std::string& out, const std::vector<std::string>& more) {
+    std::vector<std::string> a{"factorize", in, "-o", out};
+    a.insert(a.end(), run.begin(), run.end());
+    a.insert(a.end(), more.begin(), more.end());
+    return a;
+  };
+  ASSERT_EQ(run_knmf(with(full, {"--quiet"})).status, 0);
+  make_partial(full, part, 6);  // 2 jobs pending
+  // a device that holds a batch of the 2 pending replicates, not one of 8
+  const std::int64_t n = 200, g = 100, bytes_x = n * g * 8, lots = std::int64_t(1) << 40;
+  const auto two = plan_batch(n, g, 3, 8, bytes_x, lots, 2, 2).total();
+  const auto eight = plan_batch(n, g, 3, 8, bytes_x, lots, 8, 8).total();
+  ASSERT_LT(two, eight);
+  const std::string limit = std::to_string((two + eight) / 2);
+  const auto fresh = run_knmf(with((tmp.path() / "fresh.h5").string(), {"--device-memory-limit", limit}));
+  EXPECT_NE(fresh.status, 0) << "a new run of 8 replicates does not fit: " << fresh.out;
+  const auto r = run_knmf(with(part, {"--device-memory-limit", limit}));
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("2 job(s) to run, 6 already complete"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("plan: k = 3: 2 replicate(s) per batch"), std::string::npos) << r.out;
+  EXPECT_TRUE(io::ResultsReader::open(part).complete());
 }
 
 // Issue 15, defect 9: -o naming the input reported HDF5's "file locking flag values don't

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include "knmf/matrix/load.hpp"
 #include "knmf/mpi/distributed.hpp"
 #include "solver_fixtures.hpp"
 
@@ -139,6 +140,25 @@ TEST(MpiRows, BalancedSplitCoversAllRowsOnce) {
       next = b;
     }
     EXPECT_EQ(next, 101);
+  }
+}
+
+// X's content fingerprint (issue 15, defect 2) of a row-partitioned X: each rank hashes its
+// rows as it reads them, the ranks' parts are merged, and the result is the fingerprint a
+// single process computes (the one a results file records), at any number of ranks.
+TEST(MpiRows, FingerprintOfAPartitionedXIsTheWholeXs) {
+  for (const char* name : {"csr_f32.h5ad", "dense_f64.h5ad", "csc_f32.h5ad"}) {
+    const auto reader = io::H5adReader::open(data_dir() / "h5ad" / name);
+    const auto n = reader.info().n_obs, g = reader.info().n_vars;
+    const std::string whole = load_csr<double>(ExecSpace(), reader).fingerprint().text(n, g);
+    ASSERT_EQ(whole.size(), 16u) << name;
+    const auto sparse = mpi::load_distributed_csr<float>(MPI_COMM_WORLD, ExecSpace(), reader);
+    EXPECT_EQ(sparse.fingerprint().text(n, g), whole) << name << ", " << size() << " rank(s)";
+    const auto dense = mpi::load_distributed_dense<double>(MPI_COMM_WORLD, ExecSpace(), reader);
+    EXPECT_EQ(dense.fingerprint().text(n, g), whole) << name << ", " << size() << " rank(s)";
+    if (size() > 1) {
+      EXPECT_LT(sparse.local().fingerprint().rows(), n) << "each rank reads a part";
+    }
   }
 }
 

@@ -88,7 +88,7 @@ TEST(ResultsConsensus, RoundTripAndReplacement) {
   fs::copy_file(path, dir / "before.h5");
   const auto open_reader = ResultsReader::open(path);
   const auto before = ResultsReader::open(dir / "before.h5");
-  EXPECT_EQ(before.format_version(), 2);
+  EXPECT_EQ(before.format_version(), 3);
   EXPECT_TRUE(before.consensus_list().empty());
   EXPECT_FALSE(before.k_selection());
   EXPECT_TRUE(before.consensus_cells().empty());
@@ -103,7 +103,7 @@ TEST(ResultsConsensus, RoundTripAndReplacement) {
   EXPECT_EQ(listing(dir.path()), (std::vector<fs::path>{"before.h5", "run.h5"})) << "a temporary file was left";
   {
     const auto r = ResultsReader::open(path);
-    EXPECT_EQ(r.format_version(), 2);
+    EXPECT_EQ(r.format_version(), 3);  // stays 3: consensus outputs need 2
     knmf::test::expect_same_content(r, before);  // the replicates, run and table are unchanged
     EXPECT_EQ(r.sessions(), before.sessions());
     EXPECT_EQ(r.info().created, before.info().created);
@@ -257,9 +257,9 @@ TEST(ResultsConsensus, VersionOneFilesAreReadResumedAndUpgraded) {
     knmf::test::expect_same_record(v2.consensus(5, 0.5), add.consensus[0]);
   }
   // a newer version than this knmf knows is refused
-  set_format_version(copy, 3);
+  set_format_version(copy, 4);
   const std::string msg = input_error_of([&] { ResultsReader::open(copy); });
-  EXPECT_NE(msg.find("format_version 3 is not one this knmf reads (1..2)"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("format_version 4 is not one this knmf reads (1..3)"), std::string::npos) << msg;
 }
 
 TEST(ResultsConsensus, BadAdditionsAreOneLineErrorsAndChangeNothing) {
@@ -442,7 +442,7 @@ import sys
 import h5py, numpy as np
 path, d = sys.argv[1], sys.argv[2]
 f = h5py.File(path, "r")
-assert int(f.attrs["format_version"]) == 2
+assert int(f.attrs["format_version"]) == 3
 n, g = (int(x) for x in f.attrs["input_shape"])
 want = np.fromfile(d + "/want.f64", dtype="<f8")
 spectra, usages, tpm, err = np.split(want, np.cumsum([4 * g, n * 4, 4 * (g + 3)]))

@@ -258,8 +258,8 @@ TEST(ResultsFile, ChangedOptionsAreRefusedNamingEachOne) {
   other.ks = {3, 4, 6};
   other.seed = 15;
   msg = input_error_of([&] { ResultsWriter::create_or_resume(path, other, fast()); });
-  EXPECT_NE(msg.find("was written with input data/synthetic.h5ad input shape 30 x 40 -k 3 4 5 --seed 14;"
-                     " this run asks input other.h5ad input shape 31 x 40 -k 3 4 6 --seed 15:"),
+  EXPECT_NE(msg.find("was written with input shape 30 x 40 -k 3 4 5 --seed 14;"
+                     " this run asks input shape 31 x 40 -k 3 4 6 --seed 15:"),
             std::string::npos) << msg;
 
   // A job table that differs while ks, n_iter and seed agree (e.g. another seeding scheme).
@@ -288,6 +288,112 @@ TEST(ResultsFile, ChangedOptionsAreRefusedNamingEachOne) {
   EXPECT_NE(sessions[1].find("\"device\": \"NVIDIA H200\""), std::string::npos) << sessions[1];
   EXPECT_NE(sessions[1].find("\"backend\": \"Cuda\""), std::string::npos) << sessions[1];
   EXPECT_NE(sessions[1].find("\"knmf_version\": \"9.9.9\""), std::string::npos) << sessions[1];
+}
+
+// Issue 15, defect 2: a resume compares X by its content fingerprint, not by the input's path
+// text: another X of the same shape and genes is refused (naming both paths and both
+// fingerprints, the file unchanged), the same X by another path resumes, and a run that has
+// not read X (check(), nothing left to do) does not compare it.
+TEST(ResultsFile, ResumeComparesTheInputByContentNotByPath) {
+  TempDir dir;
+  const fs::path path = dir / "run.h5";
+  const RunInfo info = synthetic_info({});
+  {
+    auto w = ResultsWriter::create_or_resume(path, info, fast());
+    w.write(synthetic_result(w.info(), w.pending()[0]));
+    w.commit();
+  }
+  const std::string before = slurp(path);
+
+  RunInfo other = info;
+  other.input_fingerprint = "fedcba9876543210";
+  for (bool check : {true, false}) {
+    const std::string msg = input_error_of([&] {
+      if (check)
+        ResultsWriter::check(path, other);
+      else
+        ResultsWriter::create_or_resume(path, other, fast());
+    });
+    EXPECT_EQ(msg, path.string() + ": its replicates were computed on input data/synthetic.h5ad "
+                                   "(/data/synthetic.h5ad) with X fingerprint 0123456789abcdef, but "
+                                   "this run's input data/synthetic.h5ad (/data/synthetic.h5ad) holds "
+                                   "another X (fingerprint fedcba9876543210): use a new -o file or the "
+                                   "original input");
+  }
+  EXPECT_EQ(slurp(path), before) << "a refused resume must not touch the file";
+
+  // X not read yet (the plan's check, or nothing left to run): not compared
+  other.input_fingerprint.clear();
+  EXPECT_EQ(ResultsWriter::check(path, other).size(), info.ks.size() * info.n_iter - 1);
+
+  // the same X by another path (another folder, a moved file): resumed, the record kept
+  other = info;
+  other.input = "../elsewhere/./synthetic.h5ad";
+  other.input_absolute = "/elsewhere/synthetic.h5ad";
+  {
+    auto w = ResultsWriter::create_or_resume(path, other, fast());
+    EXPECT_TRUE(w.resumed());
+    EXPECT_TRUE(w.warnings().empty());
+    EXPECT_EQ(w.pending().size(), info.ks.size() * info.n_iter - 1);
+    EXPECT_TRUE(run_to_end(w));
+  }
+  const auto r = ResultsReader::open(path);
+  EXPECT_TRUE(r.complete());
+  EXPECT_EQ(r.info().input, "data/synthetic.h5ad");
+  EXPECT_EQ(r.info().input_absolute, "/data/synthetic.h5ad");
+  EXPECT_EQ(r.info().input_fingerprint, "0123456789abcdef");
+}
+
+// A file of an earlier knmf (format_version 2: no input_absolute, no input_fingerprint) is
+// resumed when the input is its file, by the same path text or by another path to the same
+// file, with a one-line warning that its content cannot be checked; another file is refused.
+TEST(ResultsFile, FilesWithoutAFingerprintResumeOnTheirInputWithAWarning) {
+  TempDir dir;
+  const fs::path path = dir / "run.h5";
+  std::ofstream(dir / "in.h5ad") << "x";
+  std::ofstream(dir / "other.h5ad") << "y";
+  RunInfo info = synthetic_info({});
+  info.input = (dir / "in.h5ad").string();
+  info.input_absolute.clear();
+  info.input_fingerprint.clear();
+  { auto w = ResultsWriter::create_or_resume(path, info, fast()); }
+  {  // as an earlier knmf wrote it
+    hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    ASSERT_GE(f, 0);
+    ASSERT_GE(H5Adelete_by_name(f, "/", "input_absolute", H5P_DEFAULT), 0);
+    ASSERT_GE(H5Adelete_by_name(f, "/", "input_fingerprint", H5P_DEFAULT), 0);
+    hid_t a = H5Aopen_by_name(f, "/", "format_version", H5P_DEFAULT, H5P_DEFAULT);
+    const std::int64_t v2 = 2;
+    EXPECT_GE(H5Awrite(a, H5T_NATIVE_INT64, &v2), 0);
+    H5Aclose(a);
+    H5Fclose(f);
+  }
+  EXPECT_EQ(ResultsReader::open(path).format_version(), 2);
+  EXPECT_EQ(ResultsReader::open(path).info().input_fingerprint, "");
+
+  RunInfo other = info;
+  other.input = (dir / "." / "in.h5ad").string();  // the same file by another path
+  other.input_absolute = other.input;
+  other.input_fingerprint = "0123456789abcdef";
+  {
+    auto w = ResultsWriter::create_or_resume(path, other, fast());
+    EXPECT_TRUE(w.resumed());
+    ASSERT_EQ(w.warnings().size(), 1u);
+    EXPECT_EQ(w.warnings()[0], path.string() + " records no fingerprint of its input (a file of an "
+                                                "earlier knmf): resuming without checking that " +
+                                                other.input + " still holds the X its committed "
+                                                "replicates were computed on");
+  }
+  const std::string before = slurp(path);
+  other.input = "other.h5ad";
+  other.input_absolute = (dir / "other.h5ad").string();
+  const std::string msg = input_error_of([&] { ResultsWriter::check(path, other); });
+  EXPECT_EQ(msg, path.string() + " was written from input " + info.input + ", not other.h5ad (" +
+                     other.input_absolute + "), and records no fingerprint of its X to "
+                     "compare them by (a file of an earlier knmf): use a new -o file or the "
+                     "original input path");
+  EXPECT_EQ(slurp(path), before);
+  EXPECT_EQ(ResultsReader::open(path).format_version(), 2) << "resuming keeps the version";
 }
 
 // ---- refusals and paths --------------------------------------------------------------------
@@ -636,9 +742,9 @@ path, d = sys.argv[1], sys.argv[2]
 f = h5py.File(path, "r")
 a = f.attrs
 assert a["format"] == "knmf-results", a["format"]
-assert int(a["format_version"]) == 2
+assert int(a["format_version"]) == 3
 for name in ["knmf_version", "kokkos_version", "backend", "device", "created", "input",
-             "solver", "zero_guard", "dtype", "beta_loss"]:
+             "input_absolute", "input_fingerprint", "solver", "zero_guard", "dtype", "beta_loss"]:
     assert isinstance(a[name], str), name
 for name in ["batch_size", "n_iter", "seed", "max_iter", "check_every", "save_usages", "complete",
              "format_version"]:
@@ -650,6 +756,7 @@ n, g = (int(x) for x in a["input_shape"])
 assert (n, g) == (30, 40)
 assert a["tol"] == 1e-4 and a["solver"] == "mu" and a["dtype"] == "float" and a["complete"] == 1
 assert a["zero_guard"] == "replace-zero" and a["input"] == "data/synthetic.h5ad"
+assert a["input_absolute"] == "/data/synthetic.h5ad" and a["input_fingerprint"] == "0123456789abcdef"
 genes = f["genes"].asstr()[:]
 assert len(genes) == g and genes[1] == "G\u00e8ne-1" and genes[39] == "G39"
 assert h5py.check_string_dtype(f["genes"].dtype).encoding == "utf-8"

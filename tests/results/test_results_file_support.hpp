@@ -24,6 +24,8 @@ struct SyntheticRun {
 inline io::RunInfo synthetic_info(const SyntheticRun& s) {
   io::RunInfo info;
   info.input = "data/synthetic.h5ad";
+  info.input_absolute = "/data/synthetic.h5ad";
+  info.input_fingerprint = "0123456789abcdef";
   info.n_cells = s.n_cells;
   for (std::int64_t j = 0; j < s.n_genes; ++j)
     info.genes.push_back(j == 1 ? "G\xc3\xa8ne-1" : "G" + std::to_string(j));  // one non-ASCII name

@@ -27,6 +27,8 @@
 #include <string>
 #include <vector>
 
+#include "knmf/io/fingerprint.hpp"
+
 namespace knmf::io {
 
 /// How X is stored in the file.
@@ -129,13 +131,19 @@ public:
   ///    row; 2: place every entry at its row's next free slot, so columns stay sorted)
   ///    into a CSR kept by the reader (values in float when the on-disk type converts to
   ///    float exactly, else double); later calls copy from it.
+  ///
+  /// `fingerprint`: when given, the rows' values as stored in the file (before the conversion
+  /// to T) are added to it (io/fingerprint.hpp), and r1 - r0 to its rows.
   template <class T>
-  void read_csr_rows(std::int64_t r0, std::int64_t r1, CsrBlock<T>& out) const;
+  void read_csr_rows(std::int64_t r0, std::int64_t r1, CsrBlock<T>& out,
+                     XFingerprint* fingerprint = nullptr) const;
 
   /// Rows [r0, r1) as a dense row-major (r1 - r0) x n_vars array at `out` (T float or
-  /// double), whatever the file's storage: sparse X is scattered into zeros.
+  /// double), whatever the file's storage: sparse X is scattered into zeros. `fingerprint`
+  /// as for read_csr_rows (a sparse file's entries count as stored, before any summing).
   template <class T>
-  void read_dense_rows(std::int64_t r0, std::int64_t r1, T* out) const;
+  void read_dense_rows(std::int64_t r0, std::int64_t r1, T* out,
+                       XFingerprint* fingerprint = nullptr) const;
 
 private:
   struct Impl;

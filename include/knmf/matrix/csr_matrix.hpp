@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "knmf/core/types.hpp"
+#include "knmf/io/fingerprint.hpp"
 #include "knmf/matrix/stats.hpp"
 
 namespace knmf {
@@ -66,6 +67,10 @@ public:
            (n + g + 2) * size_type(sizeof(size_type));
   }
   const ExecSpace& space() const { return space_; }
+  /// The content fingerprint of the file's X over these rows (io/fingerprint.hpp), set by the
+  /// loaders of matrix/load.hpp; it has no rows for a matrix built from host data.
+  const io::XFingerprint& fingerprint() const { return fingerprint_; }
+  void set_fingerprint(const io::XFingerprint& f) { fingerprint_ = f; }
 
 private:
   ExecSpace space_;
@@ -76,6 +81,7 @@ private:
   values_type values_;
   crs_type x_, xt_;
   ValueStats stats_;
+  io::XFingerprint fingerprint_;
 };
 
 }  // namespace knmf

@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "knmf/core/types.hpp"
+#include "knmf/io/fingerprint.hpp"
 #include "knmf/matrix/stats.hpp"
 
 namespace knmf {
@@ -50,12 +51,17 @@ public:
   /// Bytes held on the device.
   size_type bytes() const { return n_ * g_ * size_type(sizeof(T)); }
   const ExecSpace& space() const { return space_; }
+  /// The content fingerprint of the file's X over these rows (io/fingerprint.hpp), set by the
+  /// loaders of matrix/load.hpp; it has no rows for a matrix built from host data.
+  const io::XFingerprint& fingerprint() const { return fingerprint_; }
+  void set_fingerprint(const io::XFingerprint& f) { fingerprint_ = f; }
 
 private:
   ExecSpace space_;
   size_type n_ = 0, g_ = 0;
   Matrix<T> xt_;
   ValueStats stats_;
+  io::XFingerprint fingerprint_;
 };
 
 /// Throws InputError if `s` (statistics of X named `source`, n x g, positions row-major)

@@ -53,10 +53,17 @@ public:
   std::vector<std::string> row_names() const override;
   void for_each_block(size_type max_nnz, const BlockVisitor& visit) const override;
   const io::H5adReader& reader() const { return reader_; }
+  /// Check, during the first whole pass (no pass of its own), that X's content fingerprint
+  /// (io/fingerprint.hpp) is `fingerprint`: that pass ends in an InputError naming the file,
+  /// both fingerprints and `recorded_by` (whose X it should be: "the run in r.h5") when it
+  /// is not.
+  void expect_fingerprint(std::string fingerprint, std::string recorded_by);
 
 private:
   std::string name_;
   io::H5adReader reader_;
+  std::string expected_fingerprint_, recorded_by_;
+  mutable bool fingerprint_checked_ = false;
   mutable std::vector<size_type> bounds_;  // block boundaries of the last max_nnz
   mutable size_type bounds_nnz_ = -1;
 };

@@ -76,6 +76,9 @@ public:
   /// Device bytes of the two buffers.
   size_type device_bytes() const { return device_bytes_; }
   const ExecSpace& space() const { return space_; }
+  /// The content fingerprint of the file's X (io/fingerprint.hpp), set by load(); it has no
+  /// rows for a matrix built from host data.
+  const io::XFingerprint& fingerprint() const { return fingerprint_; }
 
   /// Stream every block through `f(const StreamBlock<T>&)` in row order: CSR blocks (or
   /// dense X^T blocks) when `transposed` is false, CSC blocks of sparse X when true. `f`
@@ -95,6 +98,7 @@ private:
   size_type n_ = 0, g_ = 0, nnz_ = 0;
   bool sparse_ = false;
   ValueStats stats_;
+  io::XFingerprint fingerprint_;
   std::vector<size_type> bounds_;
   size_type max_rows_ = 0, max_nnz_ = 0, device_bytes_ = 0;
   // host copies

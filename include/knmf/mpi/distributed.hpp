@@ -49,6 +49,8 @@ public:
   /// Statistics of the whole X (reduced over the ranks).
   const ValueStats& stats() const { return stats_; }
   double mean() const { return stats_.sum / (double(n_global_) * double(cols())); }
+  /// The content fingerprint of the whole X (the ranks' blocks merged; io/fingerprint.hpp).
+  const io::XFingerprint& fingerprint() const { return fingerprint_; }
   const Inner& local() const { return local_; }
   MPI_Comm comm() const { return comm_; }
 
@@ -57,6 +59,7 @@ private:
   Inner local_;
   size_type row0_ = 0, n_global_ = 0;
   ValueStats stats_;
+  io::XFingerprint fingerprint_;
 };
 
 /// Read this rank's block of X from an AnnData file (every rank opens the file) and build the

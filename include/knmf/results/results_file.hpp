@@ -3,16 +3,21 @@
 /// knmf's native results file (HDF5): every replicate of a `knmf factorize` run, written so
 /// that a run killed at any moment can be resumed without losing committed replicates.
 ///
-/// Schema (format_version 2; docs/results-file.md is the long form; version 1 is version 2
-/// without /consensus and /k_selection, and is read as well):
+/// Schema (format_version 3; docs/results-file.md is the long form; version 2 is version 3
+/// without input_absolute and input_fingerprint, version 1 version 2 without /consensus and
+/// /k_selection; both are read as well):
 ///
 ///   /                  attributes
 ///     format           str    "knmf-results"
-///     format_version   int64  2 (1 in files of earlier knmf versions)
+///     format_version   int64  3 (1 or 2 in files of earlier knmf versions)
 ///     knmf_version, kokkos_version, backend, device   str    (the session that created it)
 ///     batch_size       int64  (the session that created it)
 ///     created          str    ISO 8601 UTC, e.g. "2024-05-01T12:34:56Z"
 ///     input            str    input path as given
+///     input_absolute   str    that path made absolute (from the creating session's folder)
+///     input_fingerprint str   X's content fingerprint, 16 hex digits (io/fingerprint.hpp:
+///                      independent of dense/sparse storage, value type and chunking); ""
+///                      when the creator did not read X (C++ callers that give none)
 ///     input_shape      int64[2]  (n cells, g genes)
 ///     ks               int64[m]  sorted, unique
 ///     n_iter, seed, max_iter, check_every        int64
@@ -83,7 +88,7 @@
 namespace knmf::io {
 
 /// The schema version this code writes; it reads every version from 1 to this one.
-inline constexpr int results_format_version = 2;
+inline constexpr int results_format_version = 3;
 
 /// State of one replicate, as stored in /k_<k>/status (an HDF5 int8 enum).
 enum class ReplicateState : std::int8_t {
@@ -98,8 +103,14 @@ std::string to_string(ReplicateState s);
 
 /// What a run computes (compared on resume) and where it ran (recorded only).
 struct RunInfo {
-  // ---- the run: a resume must match all of these exactly ----
+  // ---- the input: a resume must be given the same X (see ResultsWriter::create_or_resume) ----
   std::string input;               ///< input .h5ad path, as given
+  std::string input_absolute;      ///< `input` made absolute ("" in files before format_version 3)
+  /// X's content fingerprint (io/fingerprint.hpp, XFingerprint::text); "" when unknown (a
+  /// file before format_version 3, or a run that has not read X).
+  std::string input_fingerprint;
+
+  // ---- the run: a resume must match all of these exactly ----
   std::int64_t n_cells = 0;        ///< n: rows (cells) of X
   std::vector<std::string> genes;  ///< var index of the input; g = genes.size()
   std::vector<int> ks;             ///< ranks; sorted and made unique by the writer
@@ -126,6 +137,12 @@ struct RunInfo {
 
   std::int64_t n_genes() const { return static_cast<std::int64_t>(genes.size()); }
 };
+
+/// The input file of the run `info` records, as a path to open from the current folder: the
+/// absolute path (input_absolute) when that file exists, the very file the run read; else the
+/// path as given (a relative one resolving from the current folder, e.g. after the run's
+/// folder was moved). Callers still compare the content (input_fingerprint) where they read X.
+std::string run_input_path(const RunInfo& info);
 
 /// The steps of the writer's durable-write protocol, reported to ResultsWriteOptions::on_step
 /// (tests kill the process at each of them).
@@ -164,7 +181,17 @@ public:
   /// exists, resume it. InputError when: the output folder is missing or not writable; `path`
   /// exists but is not a knmf results file (it is never overwritten); it was written with
   /// other run options (the message names each differing option with its old and new value);
-  /// `info` is invalid (no ks, n_iter < 1, ...). Records this session in /sessions.
+  /// it was computed on another X (below); `info` is invalid (no ks, n_iter < 1, ...). Records
+  /// this session in /sessions.
+  ///
+  /// The input of a resume. The input path need not be the same text (`./a/in.h5ad` for
+  /// `a/in.h5ad`, another working directory, a moved file): X is compared by content. When
+  /// both the file and `info` have an input_fingerprint, they must be equal (InputError naming
+  /// both paths and both fingerprints otherwise); when `info` has none (X not read: check(),
+  /// or a run with nothing left to do), the content is not compared. A file without a
+  /// fingerprint (written before format_version 3) is resumed when `info.input` is the file
+  /// it records (the same path text, or the same file by identity, io::same_file), with a
+  /// warning (warnings()) that its content cannot be checked; another file is refused.
   static ResultsWriter create_or_resume(const std::filesystem::path& path, const RunInfo& info,
                                         const ResultsWriteOptions& opts = {});
 
@@ -186,6 +213,9 @@ public:
   const RunInfo& info() const;
   /// True when the file existed (this session resumes it).
   bool resumed() const;
+  /// What the resume could not check, one line each (e.g. the input of a file that records
+  /// no fingerprint); empty for a new file.
+  const std::vector<std::string>& warnings() const;
 
   /// Jobs neither committed nor written since the last commit, in job-table order.
   std::vector<Job> pending() const;
@@ -317,7 +347,8 @@ struct ResultsUpdateOptions {
 
 /// Add consensus outputs (and/or the k-selection table) to the results file `path`,
 /// replacing groups of the same k and threshold. The file is rebuilt under a temporary name
-/// in its folder (every object copied, the additions written, format_version set to 2),
+/// in its folder (every object copied, the additions written, format_version raised to 2
+/// where it was 1),
 /// synced and renamed over `path`. The original is only read, under an exclusive flock()
 /// (the lock HDF5 takes for writing): a `knmf factorize` resumed meanwhile is refused, and
 /// while one writes the file the update is refused. Killed at any moment, `path` is the old
