@@ -204,6 +204,16 @@ struct H5adReader::Impl {
     return d;
   }
 
+  /// /X as a dataset (dense) or a group (sparse), checked; after fid is open.
+  void open_x() {
+    if (!h5::exists(fid.get(), "/X")) input_error(file, ": not an AnnData file: no /X");
+    switch (h5::object_type(fid.get(), "/X")) {
+      case H5I_DATASET: open_dense(); break;
+      case H5I_GROUP: open_sparse(); break;
+      default: input_error(file, ": not an AnnData file: /X is neither a dataset nor a group");
+    }
+  }
+
   void open_dense() {
     x = open_dataset("/X");
     h5::Datatype t(H5Dget_type(x.get()));
@@ -676,13 +686,27 @@ H5adReader H5adReader::open(const std::filesystem::path& path, const H5adReadOpt
   H5Pset_file_locking(fapl.get(), true, true);
   impl->fid = h5::File(H5Fopen(file.c_str(), H5F_ACC_RDONLY, fapl.get()));
   if (!impl->fid) h5::fail(file, "cannot open HDF5 file");
+  impl->open_x();
+  return H5adReader(std::move(impl));
+}
 
-  if (!h5::exists(impl->fid.get(), "/X")) input_error(file, ": not an AnnData file: no /X");
-  switch (h5::object_type(impl->fid.get(), "/X")) {
-    case H5I_DATASET: impl->open_dense(); break;
-    case H5I_GROUP: impl->open_sparse(); break;
-    default: input_error(file, ": not an AnnData file: /X is neither a dataset nor a group");
-  }
+H5adReader H5adReader::open_image(const void* data, std::size_t size, const std::string& name,
+                                  const H5adReadOptions& opts) {
+  h5::ErrorSilencer quiet;
+  auto impl = std::make_unique<Impl>();
+  impl->path = name;
+  impl->file = name;
+  impl->opts = opts;
+  if (impl->opts.chunk_bytes == 0) impl->opts.chunk_bytes = 1;
+  if (size == 0) input_error(name, ": not an HDF5 file (0 bytes)");
+  // The core driver serves reads from a copy of the image and never writes a backing file.
+  h5::PropList fapl(H5Pcreate(H5P_FILE_ACCESS));
+  if (H5Pset_fapl_core(fapl.get(), std::size_t{1} << 16, false) < 0 ||
+      H5Pset_file_image(fapl.get(), const_cast<void*>(data), size) < 0)
+    h5::fail(name, "cannot use the file image");
+  impl->fid = h5::File(H5Fopen(name.c_str(), H5F_ACC_RDONLY, fapl.get()));
+  if (!impl->fid) h5::fail(name, "cannot open HDF5 file");
+  impl->open_x();
   return H5adReader(std::move(impl));
 }
 

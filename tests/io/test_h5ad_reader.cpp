@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <numeric>
 
 #include <hdf5.h>
@@ -423,4 +424,28 @@ TEST(H5adReader, Float16IsNamedAsNotSupported) {
                     "float32 or float64)");
     }
   }
+}
+
+// open_image is open() over bytes in memory: the same checks, the same matrix.
+TEST(H5adReader, FileImageReadsAsTheFile) {
+  for (const char* name : {"csr_f32.h5ad", "csc_f32.h5ad", "dense_f64.h5ad", "legacy_compound.h5ad"}) {
+    const auto path = h5ad_fixture(name);
+    std::ifstream in(path, std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const auto a = H5adReader::open(path);
+    const auto b = H5adReader::open_image(bytes.data(), bytes.size(), "image:" + std::string(name));
+    EXPECT_EQ(b.path(), std::filesystem::path("image:" + std::string(name)));
+    EXPECT_EQ(a.info().n_obs, b.info().n_obs);
+    EXPECT_EQ(a.info().n_vars, b.info().n_vars);
+    EXPECT_EQ(a.info().nnz, b.info().nnz);
+    EXPECT_EQ(a.var_names(), b.var_names());
+    EXPECT_EQ(a.obs_names(), b.obs_names());
+    std::vector<double> da(std::size_t(a.info().n_obs * a.info().n_vars)), db(da.size());
+    a.read_dense_rows(0, a.info().n_obs, da.data());
+    b.read_dense_rows(0, b.info().n_obs, db.data());
+    EXPECT_EQ(da, db) << name;
+  }
+  const std::string junk = "not an HDF5 file image";
+  EXPECT_THROW(H5adReader::open_image(junk.data(), junk.size(), "junk"), InputError);
+  EXPECT_THROW(H5adReader::open_image(junk.data(), 0, "empty"), InputError);
 }
