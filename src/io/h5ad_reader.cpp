@@ -569,11 +569,16 @@ struct H5adReader::Impl {
   // ---- obs / var names ----------------------------------------------------------------------
 
   /// Strings of a 1-D dataset read through the memory type `mem` (a string type, or a compound
-  /// holding just the string field), `layout` describing each element. Read in bounded pieces.
+  /// holding just the string field), `layout` describing each element. Read in bounded pieces,
+  /// after its length is checked to be `expected` (X's `dim`s): a dataset's declared length
+  /// costs the file nothing, so nothing is sized by it before it agrees with X.
   std::vector<std::string> read_strings(const h5::Dataset& d, const std::string& name, hid_t mem,
-                                        const h5::StringLayout& layout) const {
+                                        const h5::StringLayout& layout, std::int64_t expected,
+                                        const char* dim) const {
     const auto ext = h5::dims(d.get());
     if (ext.size() != 1) input_error(file, ": ", name, " has rank ", ext.size(), "; expected 1");
+    if (ext[0] != static_cast<hsize_t>(expected))
+      input_error(file, ": ", name, " has ", ext[0], " names but X has ", expected, " ", dim, "s");
     const std::int64_t total = static_cast<std::int64_t>(ext[0]);
     const std::size_t es = H5Tget_size(mem);
     const std::int64_t chunk = std::max<std::int64_t>(1, static_cast<std::int64_t>(opts.chunk_bytes / (es + 32)));
@@ -623,7 +628,7 @@ struct H5adReader::Impl {
       const auto layout = h5::string_layout(t.get());
       if (!layout) input_error(file, ": ", name, " is not a string dataset");
       h5::Datatype mem = h5::string_mem_type(*layout);
-      names = read_strings(d, name, mem.get(), *layout);
+      names = read_strings(d, name, mem.get(), *layout, expected, dim);
     } else if (kind == H5I_DATASET) {
       // AnnData < 0.7: a structured array; its string field "index" holds the names.
       name = g + "['index']";
@@ -637,7 +642,7 @@ struct H5adReader::Impl {
       h5::Datatype str = h5::string_mem_type(*layout);
       h5::Datatype mem(H5Tcreate(H5T_COMPOUND, H5Tget_size(str.get())));
       H5Tinsert(mem.get(), "index", 0, str.get());
-      names = read_strings(d, name, mem.get(), *layout);
+      names = read_strings(d, name, mem.get(), *layout, expected, dim);
     } else {
       input_error(file, ": ", g, " is neither a dataframe group nor a dataset");
     }
