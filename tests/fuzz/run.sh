@@ -3,6 +3,7 @@
 # seeded from tests/fuzz/corpus/<harness> (never written to), with its dictionary.
 #
 #   tests/fuzz/run.sh BUILD_DIR SECONDS [HARNESS...]      (default: every fuzz_* in BUILD_DIR)
+#   tests/fuzz/run.sh BUILD_DIR --sort-h5ad ARTIFACT...    (sort the findings of a long h5ad run)
 #
 # Any finding fails (exit 1): a crash, a sanitizer report, a leak, a timeout (-timeout=10 s per
 # input) or more than 2 GB of memory. The h5ad harness runs in libFuzzer's fork mode, which
@@ -20,7 +21,8 @@ bdir=${1:?usage: tests/fuzz/run.sh BUILD_DIR SECONDS [HARNESS...]}
 secs=${2:?usage: tests/fuzz/run.sh BUILD_DIR SECONDS [HARNESS...]}
 shift 2
 fz=$bdir/tests/fuzz
-if (($#)); then harnesses=("$@"); else
+if [[ $secs == --sort-h5ad ]]; then :
+elif (($#)); then harnesses=("$@"); else
   harnesses=(); for exe in "$fz"/fuzz_*; do harnesses+=("${exe##*/fuzz_}"); done
 fi
 runs=${KNMF_FUZZ_RUNS:-$bdir/fuzz-runs}
@@ -41,6 +43,42 @@ leak_owner() {
        END { if (inblk) decide(); print (knmf ? "knmf" : "hdf5") }'
 }
 
+# Sorts h5ad artifacts (ASAN_OPTIONS/LSAN_OPTIONS as for fuzzing): not failing alone (fork mode
+# can blame the input a job ended on), HDF5's own bug, or the h5ad reader's (appended to `ours`).
+sort_h5ad() {
+  local h=h5ad a
+  for a in "$@"; do
+    if "$fz/fuzz_$h" -timeout=10 -rss_limit_mb=2048 "$a" > "$a.alone.log" 2>&1; then
+      mkdir -p "$runs/not-reproduced"; mv "$a" "$a.alone.log" "$runs/not-reproduced/"
+      echo "fuzz $h: ${a##*/} does not fail when run alone (kept in $runs/not-reproduced/)"
+    elif [[ ${a##*/} == h5ad-leak-* ]]; then
+      if [[ $(leak_owner < "$a.alone.log") == hdf5 ]]; then
+        mkdir -p "$runs/hdf5-bugs"; mv "$a" "$a".*.log "$runs/hdf5-bugs/"
+        echo "fuzz $h: HDF5's own leak (every leaked block allocated inside libhdf5): $runs/hdf5-bugs/${a##*/}"
+      else
+        ours+=("$a")
+      fi
+    elif ! "$fz/h5image_check" -detect_leaks=0 -timeout=10 -rss_limit_mb=2048 "$a" > "$a.hdf5-alone.log" 2>&1; then
+      mkdir -p "$runs/hdf5-bugs"; mv "$a" "$a".*.log "$runs/hdf5-bugs/"
+      echo "fuzz $h: HDF5's own bug (fails with HDF5 alone too): $runs/hdf5-bugs/${a##*/}" \
+           "($(grep -m1 -oE 'ERROR: [A-Za-z]+: [a-z -]+' "$runs/hdf5-bugs/${a##*/}.hdf5-alone.log"))"
+    else
+      ours+=("$a")
+    fi
+  done
+}
+h5ad_env() {
+  export ASAN_OPTIONS=fast_unwind_on_malloc=0 LSAN_OPTIONS=suppressions=$PWD/tests/fuzz/hdf5-leaks.supp
+}
+
+# tests/fuzz/run.sh BUILD_DIR --sort-h5ad FILE...: sort artifacts of a long h5ad run (moved to
+# RUNS/hdf5-bugs/ or RUNS/not-reproduced/; the reader's own are listed and fail).
+if [[ $secs == --sort-h5ad ]]; then
+  h5ad_env; ours=(); sort_h5ad "$@"
+  ((${#ours[@]} == 0)) || { echo "fuzz h5ad: the h5ad reader's findings: ${ours[*]}" >&2; exit 1; }
+  exit 0
+fi
+
 failed=()
 for h in "${harnesses[@]}"; do
   [[ -x $fz/fuzz_$h ]] || { echo "fuzz $h: no $fz/fuzz_$h" >&2; failed+=("$h"); continue; }
@@ -52,7 +90,7 @@ for h in "${harnesses[@]}"; do
     # Fork mode goes on after a finding (HDF5's own hangs and crashes would end the run);
     # HDF5's proven leaks are suppressed (hdf5-leaks.supp, which needs the slow unwinder).
     mode=(-fork=1 -ignore_crashes=1 -ignore_timeouts=1 -ignore_ooms=1)
-    export ASAN_OPTIONS=fast_unwind_on_malloc=0 LSAN_OPTIONS=suppressions=$PWD/tests/fuzz/hdf5-leaks.supp
+    h5ad_env
   fi
   t0=$(date +%s)
   # shellcheck disable=SC2086
@@ -63,27 +101,7 @@ for h in "${harnesses[@]}"; do
   found=($(ls -d "$runs/$h"-{crash,leak,timeout,oom}-* 2>/dev/null | grep -v '\.log$'))
   ours=()
   if [[ $h == h5ad ]]; then
-    # Sort each artifact: not failing alone (fork mode can blame the input a job ended on),
-    # failing with HDF5 alone too (HDF5's bug), or the h5ad reader's (a finding).
-    for a in "${found[@]}"; do
-      if "$fz/fuzz_$h" -timeout=10 -rss_limit_mb=2048 "$a" > "$a.alone.log" 2>&1; then
-        mkdir -p "$runs/not-reproduced"; mv "$a" "$a.alone.log" "$runs/not-reproduced/"
-        echo "fuzz $h: ${a##*/} does not fail when run alone (kept in $runs/not-reproduced/)"
-      elif [[ ${a##*/} == h5ad-leak-* ]]; then
-        if [[ $(leak_owner < "$a.alone.log") == hdf5 ]]; then
-          mkdir -p "$runs/hdf5-bugs"; mv "$a" "$a".*.log "$runs/hdf5-bugs/"
-          echo "fuzz $h: HDF5's own leak (every leaked block allocated inside libhdf5): $runs/hdf5-bugs/${a##*/}"
-        else
-          ours+=("$a")
-        fi
-      elif ! "$fz/h5image_check" -timeout=10 -rss_limit_mb=2048 "$a" > "$a.hdf5-alone.log" 2>&1; then
-        mkdir -p "$runs/hdf5-bugs"; mv "$a" "$a".*.log "$runs/hdf5-bugs/"
-        echo "fuzz $h: HDF5's own bug (fails with HDF5 alone too): $runs/hdf5-bugs/${a##*/}" \
-             "($(grep -m1 -oE 'ERROR: [A-Za-z]+: [a-z -]+' "$runs/hdf5-bugs/${a##*/}.hdf5-alone.log"))"
-      else
-        ours+=("$a")
-      fi
-    done
+    sort_h5ad "${found[@]}"
     unset ASAN_OPTIONS LSAN_OPTIONS
     ((rc != 0 && ${#found[@]} == 0)) && ours+=("(exit $rc, no artifact)")
   else
