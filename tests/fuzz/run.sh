@@ -36,7 +36,7 @@ common=(-max_total_time="$secs" -rss_limit_mb=2048 -timeout=10 -print_final_stat
 leak_owner() {
   awk '/^(Direct|Indirect) leak/ { if (inblk) decide(); inblk = 1; first = ""; vlen = 0; next }
        inblk && /^ +#[0-9]+ / {
-         if (first == "" && $0 !~ /in (malloc|calloc|realloc|operator new|__interceptor_)/) first = $0
+         if (first == "" && $0 !~ / in (malloc|calloc|realloc|strdup|strndup|posix_memalign|aligned_alloc|operator new|__interceptor_)/) first = $0
          if ($0 ~ /H5T__conv_vlen|H5T__vlen|H5D__vlen/) vlen = 1 }
        inblk && /^$/ { decide(); inblk = 0 }
        function decide() { if (first !~ /libhdf5/ || vlen) knmf = 1 }
@@ -61,7 +61,7 @@ sort_h5ad() {
     elif ! "$fz/h5image_check" -detect_leaks=0 -timeout=10 -rss_limit_mb=2048 "$a" > "$a.hdf5-alone.log" 2>&1; then
       mkdir -p "$runs/hdf5-bugs"; mv "$a" "$a".*.log "$runs/hdf5-bugs/"
       echo "fuzz $h: HDF5's own bug (fails with HDF5 alone too): $runs/hdf5-bugs/${a##*/}" \
-           "($(grep -m1 -oE 'ERROR: [A-Za-z]+: [a-z -]+' "$runs/hdf5-bugs/${a##*/}.hdf5-alone.log"))"
+           "($(grep -m1 -oE 'ERROR: [A-Za-z]+: [A-Za-z -]+' "$runs/hdf5-bugs/${a##*/}.hdf5-alone.log"))"
     else
       ours+=("$a")
     fi
