@@ -50,7 +50,8 @@ pkgs=(cmake ninja-build g++ pkg-config ccache curl ca-certificates libhdf5-dev l
       libgtest-dev libgmock-dev libbenchmark-dev libopenblas-dev libopenblas0-openmp
       libyaml-cpp-dev zlib1g-dev libcairo2-dev nlohmann-json3-dev libopenmpi-dev openmpi-bin
       python3-numpy python3-scipy python3-sklearn python3-pandas python3-h5py python3-anndata
-      python3-yaml)
+      python3-yaml
+      clang-14 libclang-rt-14-dev)  # libFuzzer + sanitizers (libclang_rt.fuzzer): tests/fuzz
 if [[ "${KNMF_SKIP_APT:-0}" != 1 ]]; then
   missing=()
   for p in "${pkgs[@]}"; do

@@ -8,6 +8,8 @@
 #                                 (H100/H200, the default) or sm_80 (A100); compile and link only
 #   cmake/dev.sh device-test      build the device-kernels build (OpenMP running the kernels a
 #                                 GPU runs, device memory guarded) in build-device-kernels/, run ctest
+#   cmake/dev.sh fuzz [seconds]   build the libFuzzer harnesses (clang) in build-fuzz/ and run each
+#                                 for `seconds` (default 20) on its seed corpus (tests/fuzz/README.md)
 #
 # Environment: KNMF_BUILD_DIR (default build, or build-cuda-smNN), KNMF_DEPS_CACHE (default
 # ~/.cache/knmf-deps), KNMF_DEPS_MIRROR (a folder holding the Kokkos tarballs, for machines
@@ -67,5 +69,22 @@ case "$cmd" in
       exit 1
     fi
     echo "cuda-build sm_$arch: built with no compiler warnings ($bdir)" ;;
-  *) echo "usage: cmake/dev.sh demo|test|build|device-test|cuda-build [90|80]" >&2; exit 2 ;;
+  fuzz)
+    # The parsers' libFuzzer harnesses (tests/fuzz): a build of their own (no Kokkos), then
+    # tests/fuzz/run.sh: each harness for a fixed time on its seed corpus; any finding in
+    # knmf's code fails (crash, sanitizer report, leak, timeout, out of memory).
+    secs=${1:-20}
+    cmake/bootstrap.sh >/dev/null  # the Debian packages, clang-14 and its libFuzzer among them
+    bdir=${KNMF_BUILD_DIR:-build-fuzz}
+    launcher=()
+    if command -v ccache >/dev/null && [[ "${KNMF_CCACHE:-1}" != 0 ]]; then
+      launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+      export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD}
+    fi
+    cmake -G Ninja -S . -B "$bdir" -DKNMF_ENABLE_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+      -DCMAKE_CXX_COMPILER="${KNMF_FUZZ_CXX:-clang++-14}" -DCMAKE_C_COMPILER="${KNMF_FUZZ_CC:-clang-14}" \
+      "${launcher[@]}" ${KNMF_CMAKE_ARGS:-}
+    cmake --build "$bdir" -j "$jobs"
+    exec tests/fuzz/run.sh "$bdir" "$secs" ;;
+  *) echo "usage: cmake/dev.sh demo|test|build|device-test|cuda-build [90|80]|fuzz [seconds]" >&2; exit 2 ;;
 esac

@@ -204,6 +204,17 @@ struct H5adReader::Impl {
     return d;
   }
 
+  /// /X as a dataset (dense) or a group (sparse), checked; after fid is open.
+  void open_x() {
+    if (!h5::exists(fid.get(), "/X")) input_error(file, ": not an AnnData file: no /X");
+    switch (h5::object_type(fid.get(), "/X")) {
+      case H5I_DATASET: open_dense(); break;
+      case H5I_GROUP: open_sparse(); break;
+      default: input_error(file, ": not an AnnData file: /X is neither a dataset nor a group");
+    }
+    check_index_length("obs", info.n_obs, "row");
+  }
+
   void open_dense() {
     x = open_dataset("/X");
     h5::Datatype t(H5Dget_type(x.get()));
@@ -589,11 +600,16 @@ struct H5adReader::Impl {
   // ---- obs / var names ----------------------------------------------------------------------
 
   /// Strings of a 1-D dataset read through the memory type `mem` (a string type, or a compound
-  /// holding just the string field), `layout` describing each element. Read in bounded pieces.
+  /// holding just the string field), `layout` describing each element. Read in bounded pieces,
+  /// after its length is checked to be `expected` (X's `dim`s): a dataset's declared length
+  /// costs the file nothing, so nothing is sized by it before it agrees with X.
   std::vector<std::string> read_strings(const h5::Dataset& d, const std::string& name, hid_t mem,
-                                        const h5::StringLayout& layout) const {
+                                        const h5::StringLayout& layout, std::int64_t expected,
+                                        const char* dim) const {
     const auto ext = h5::dims(d.get());
     if (ext.size() != 1) input_error(file, ": ", name, " has rank ", ext.size(), "; expected 1");
+    if (ext[0] != static_cast<hsize_t>(expected))
+      input_error(file, ": ", name, " has ", ext[0], " names but X has ", expected, " ", dim, "s");
     const std::int64_t total = static_cast<std::int64_t>(ext[0]);
     const std::size_t es = H5Tget_size(mem);
     const std::int64_t chunk = std::max<std::int64_t>(1, static_cast<std::int64_t>(opts.chunk_bytes / (es + 32)));
@@ -671,7 +687,7 @@ struct H5adReader::Impl {
       const auto layout = h5::string_layout(t.get());
       if (!layout) input_error(file, ": ", name, " is not a string dataset");
       h5::Datatype mem = h5::string_mem_type(*layout);
-      names = read_strings(d, name, mem.get(), *layout);
+      names = read_strings(d, name, mem.get(), *layout, expected, dim);
     } else if (kind == H5I_DATASET) {
       // AnnData < 0.7: a structured array; its string field "index" holds the names.
       name = g + "['index']";
@@ -685,7 +701,7 @@ struct H5adReader::Impl {
       h5::Datatype str = h5::string_mem_type(*layout);
       h5::Datatype mem(H5Tcreate(H5T_COMPOUND, H5Tget_size(str.get())));
       H5Tinsert(mem.get(), "index", 0, str.get());
-      names = read_strings(d, name, mem.get(), *layout);
+      names = read_strings(d, name, mem.get(), *layout, expected, dim);
     } else {
       input_error(file, ": ", g, " is neither a dataframe group nor a dataset");
     }
@@ -734,14 +750,27 @@ H5adReader H5adReader::open(const std::filesystem::path& path, const H5adReadOpt
   H5Pset_file_locking(fapl.get(), true, true);
   impl->fid = h5::File(H5Fopen(file.c_str(), H5F_ACC_RDONLY, fapl.get()));
   if (!impl->fid) h5::fail(file, "cannot open HDF5 file");
+  impl->open_x();
+  return H5adReader(std::move(impl));
+}
 
-  if (!h5::exists(impl->fid.get(), "/X")) input_error(file, ": not an AnnData file: no /X");
-  switch (h5::object_type(impl->fid.get(), "/X")) {
-    case H5I_DATASET: impl->open_dense(); break;
-    case H5I_GROUP: impl->open_sparse(); break;
-    default: input_error(file, ": not an AnnData file: /X is neither a dataset nor a group");
-  }
-  impl->check_index_length("obs", impl->info.n_obs, "row");
+H5adReader H5adReader::open_image(const void* data, std::size_t size, const std::string& name,
+                                  const H5adReadOptions& opts) {
+  h5::ErrorSilencer quiet;
+  auto impl = std::make_unique<Impl>();
+  impl->path = name;
+  impl->file = name;
+  impl->opts = opts;
+  if (impl->opts.chunk_bytes == 0) impl->opts.chunk_bytes = 1;
+  if (size == 0) input_error(name, ": not an HDF5 file (0 bytes)");
+  // The core driver serves reads from a copy of the image and never writes a backing file.
+  h5::PropList fapl(H5Pcreate(H5P_FILE_ACCESS));
+  if (H5Pset_fapl_core(fapl.get(), std::size_t{1} << 16, false) < 0 ||
+      H5Pset_file_image(fapl.get(), const_cast<void*>(data), size) < 0)
+    h5::fail(name, "cannot use the file image");
+  impl->fid = h5::File(H5Fopen(name.c_str(), H5F_ACC_RDONLY, fapl.get()));
+  if (!impl->fid) h5::fail(name, "cannot open HDF5 file");
+  impl->open_x();
   return H5adReader(std::move(impl));
 }
 

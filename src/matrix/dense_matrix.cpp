@@ -56,6 +56,12 @@ void check_float32_scale(const ValueStats& s, size_type n, size_type g, const st
 }
 
 void check_dynamic_range(const ValueStats& s, double eps, const std::string& source) {
+  // An X of zeros (none stored, or all stored values 0) has the exact factorization W = H = 0
+  // and no programs: scikit-learn would return it, but a cNMF run over it is a mistake (an
+  // empty selection of cells or genes), so it is refused like any other unusable input.
+  if (!(s.norm2 > 0.0))
+    input_error(source, ": X has no nonzero value (", s.count,
+                " stored, all 0): there is nothing to factorize");
   if (s.max_pos < 0 || !(s.norm2_rest > 0.0) || s.norm2_rest > 16.0 * eps * s.norm2) return;
   char v[224];
   std::snprintf(v, sizeof v, "%.3g carries all of ||X||^2 = %.3g: the squares of its other "

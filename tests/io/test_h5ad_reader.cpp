@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <numeric>
 
 #include <hdf5.h>
@@ -423,4 +424,65 @@ TEST(H5adReader, Float16IsNamedAsNotSupported) {
                     "float32 or float64)");
     }
   }
+}
+
+// A names dataset's declared length costs the file nothing (a chunked dataset with no chunk
+// written): it must agree with X before anything is sized by it. It was reserved first, and a
+// length of 2^62 ended in std::length_error instead of an InputError (found by
+// tests/fuzz/fuzz_h5ad; its input: tests/fuzz/corpus/h5ad/regress-names-declared-length.h5ad).
+TEST(H5adReader, HugeDeclaredNamesLengthIsAnInputError) {
+  knmf::test::TempDir dir("knmf-h5ad-names-length");
+  const auto path = (dir / "huge_var_index.h5ad").string();
+  std::filesystem::copy_file(h5ad_fixture("csr_f32.h5ad"), path);
+  {
+    const hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    ASSERT_GE(f, 0);
+    H5Ldelete(f, "/var/_index", H5P_DEFAULT);
+    const hsize_t dims = hsize_t{1} << 62, maxdims = H5S_UNLIMITED, chunk = 16;
+    const hid_t space = H5Screate_simple(1, &dims, &maxdims);
+    const hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    H5Pset_chunk(dcpl, 1, &chunk);
+    const hid_t t = H5Tcopy(H5T_C_S1);
+    H5Tset_size(t, H5T_VARIABLE);
+    H5Tset_cset(t, H5T_CSET_UTF8);
+    const hid_t d = H5Dcreate2(f, "/var/_index", t, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    ASSERT_GE(d, 0);
+    H5Dclose(d);
+    H5Tclose(t);
+    H5Pclose(dcpl);
+    H5Sclose(space);
+    H5Fclose(f);
+  }
+  const auto r = H5adReader::open(path);
+  try {
+    r.var_names();
+    ADD_FAILURE() << "a /var/_index of 2^62 names was accepted";
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()), path + ": /var/_index has 4611686018427387904 names but X has " +
+                                         std::to_string(r.info().n_vars) + " columns");
+  }
+}
+
+// open_image is open() over bytes in memory: the same checks, the same matrix.
+TEST(H5adReader, FileImageReadsAsTheFile) {
+  for (const char* name : {"csr_f32.h5ad", "csc_f32.h5ad", "dense_f64.h5ad", "legacy_compound.h5ad"}) {
+    const auto path = h5ad_fixture(name);
+    std::ifstream in(path, std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const auto a = H5adReader::open(path);
+    const auto b = H5adReader::open_image(bytes.data(), bytes.size(), "image:" + std::string(name));
+    EXPECT_EQ(b.path(), std::filesystem::path("image:" + std::string(name)));
+    EXPECT_EQ(a.info().n_obs, b.info().n_obs);
+    EXPECT_EQ(a.info().n_vars, b.info().n_vars);
+    EXPECT_EQ(a.info().nnz, b.info().nnz);
+    EXPECT_EQ(a.var_names(), b.var_names());
+    EXPECT_EQ(a.obs_names(), b.obs_names());
+    std::vector<double> da(std::size_t(a.info().n_obs * a.info().n_vars)), db(da.size());
+    a.read_dense_rows(0, a.info().n_obs, da.data());
+    b.read_dense_rows(0, b.info().n_obs, db.data());
+    EXPECT_EQ(da, db) << name;
+  }
+  const std::string junk = "not an HDF5 file image";
+  EXPECT_THROW(H5adReader::open_image(junk.data(), junk.size(), "junk"), InputError);
+  EXPECT_THROW(H5adReader::open_image(junk.data(), 0, "empty"), InputError);
 }

@@ -101,6 +101,11 @@ public:
   /// comment), that X's shape, indptr and data agree, and that indptr starts at 0 and ends
   /// at nnz. Throws InputError otherwise. Cheap: reads metadata and two indptr entries.
   static H5adReader open(const std::filesystem::path& path, const H5adReadOptions& opts = {});
+  /// The same reader and checks over an HDF5 file image held in memory (`size` bytes at
+  /// `data`, copied; read through HDF5's core driver, nothing touches a disk). `name` stands
+  /// for the file in messages and path(). For tests and the fuzzers (tests/fuzz).
+  static H5adReader open_image(const void* data, std::size_t size, const std::string& name,
+                               const H5adReadOptions& opts = {});
 
   H5adReader(H5adReader&&) noexcept;
   H5adReader& operator=(H5adReader&&) noexcept;

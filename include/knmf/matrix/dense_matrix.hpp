@@ -85,6 +85,7 @@ void check_float32_scale(const ValueStats& s, size_type n, size_type g, const st
 /// so nothing they hold can change a factorization or its error, and every replicate would
 /// "converge" at once with error 0 (the identity of algorithms.md section 6 cancels). An X
 /// with a single nonzero value (nothing else to lose) passes. `s` covers the whole X.
+/// An X with no nonzero value is refused too (nothing to factorize).
 void check_dynamic_range(const ValueStats& s, double eps, const std::string& source);
 
 }  // namespace knmf
