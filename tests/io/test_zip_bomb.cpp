@@ -115,8 +115,9 @@ Member member(const std::string& name, const std::string& head, std::size_t zero
   return m;
 }
 
+/// `v` as `n` little-endian bytes (bytes beyond the 8 of `v` are 0: no shift by 64 or more).
 void put(std::string& s, std::uint64_t v, int n) {
-  for (int k = 0; k < n; ++k) s.push_back(static_cast<char>((v >> (8 * k)) & 0xff));
+  for (int k = 0; k < n; ++k) s.push_back(static_cast<char>(k < 8 ? (v >> (8 * k)) & 0xff : 0));
 }
 
 /// A ZIP archive of deflate members (sizes below 4 GiB: no ZIP64).
