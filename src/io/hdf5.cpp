@@ -411,6 +411,25 @@ std::optional<std::string> string_attr(hid_t obj, const char* name) {
   return out.front();
 }
 
+namespace {
+// How many values a numeric attribute holds: its declared extent, checked against the bytes the
+// file stores for it (a corrupt or hostile extent, e.g. 2^60 values in a 16-byte attribute,
+// would size the reader's vector before HDF5 notices: std::length_error escaped).
+hssize_t attr_values(hid_t attr, hid_t type, const char* name) {
+  Dataspace space(H5Aget_space(attr));
+  const hssize_t n = H5Sget_simple_extent_npoints(space.get());
+  const std::size_t value_bytes = H5Tget_size(type);
+  const hsize_t stored = H5Aget_storage_size(attr);
+  if (n < 0 || value_bytes == 0 || hsize_t(n) > stored / value_bytes) {
+    char file[4096] = "";
+    if (H5Fget_name(attr, file, sizeof file) < 0) file[0] = 0;
+    input_error(file, ": attribute ", name, ": declares ", n, " values of ", value_bytes,
+                " bytes but stores ", stored, " bytes (a damaged file)");
+  }
+  return n;
+}
+}  // namespace
+
 std::optional<std::vector<std::int64_t>> int_attr(hid_t obj, const char* name) {
   if (H5Aexists(obj, name) <= 0) return std::nullopt;
   Attribute attr(H5Aopen(obj, name, H5P_DEFAULT));
@@ -418,9 +437,7 @@ std::optional<std::vector<std::int64_t>> int_attr(hid_t obj, const char* name) {
   Datatype type(H5Aget_type(attr.get()));
   const H5T_class_t cls = H5Tget_class(type.get());
   if (cls != H5T_INTEGER && cls != H5T_FLOAT) return std::nullopt;
-  Dataspace space(H5Aget_space(attr.get()));
-  const hssize_t n = H5Sget_simple_extent_npoints(space.get());
-  if (n < 0) return std::nullopt;
+  const hssize_t n = attr_values(attr.get(), type.get(), name);
   std::vector<std::int64_t> v(static_cast<std::size_t>(n));
   if (n > 0 && H5Aread(attr.get(), H5T_NATIVE_INT64, v.data()) < 0) return std::nullopt;
   return v;
@@ -479,9 +496,7 @@ std::optional<std::vector<double>> double_attr(hid_t obj, const char* name) {
   Datatype type(H5Aget_type(attr.get()));
   const H5T_class_t cls = H5Tget_class(type.get());
   if (cls != H5T_INTEGER && cls != H5T_FLOAT) return std::nullopt;
-  Dataspace space(H5Aget_space(attr.get()));
-  const hssize_t n = H5Sget_simple_extent_npoints(space.get());
-  if (n < 0) return std::nullopt;
+  const hssize_t n = attr_values(attr.get(), type.get(), name);
   std::vector<double> v(static_cast<std::size_t>(n));
   if (n > 0 && H5Aread(attr.get(), H5T_NATIVE_DOUBLE, v.data()) < 0) return std::nullopt;
   return v;

@@ -426,6 +426,24 @@ TEST(H5adReader, Float16IsNamedAsNotSupported) {
   }
 }
 
+// An attribute's declared extent (X's `shape` here, 2^60-odd values in an attribute that
+// stores 16 bytes) sized the reader's vector before HDF5 read it: std::length_error escaped
+// open() (found by tests/fuzz/fuzz_h5ad; the input is in its seed corpus).
+TEST(H5adReader, AttributeDeclaringMoreValuesThanItStoresIsAnInputError) {
+  const auto path = knmf::test::data_dir().parent_path() / "fuzz" / "corpus" / "h5ad" /
+                    "regress-int-attr-declared-size.h5";
+  ASSERT_TRUE(std::filesystem::exists(path)) << path;
+  try {
+    (void)H5adReader::open(path);
+    FAIL() << "opened a file whose X shape attribute is damaged";
+  } catch (const knmf::InputError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("regress-int-attr-declared-size.h5"), std::string::npos) << m;
+    EXPECT_NE(m.find("attribute"), std::string::npos) << m;
+    EXPECT_EQ(m.find('\n'), std::string::npos) << m;
+  }
+}
+
 // A names dataset's declared length costs the file nothing (a chunked dataset with no chunk
 // written): it must agree with X before anything is sized by it. It was reserved first, and a
 // length of 2^62 ended in std::length_error instead of an InputError (found by
