@@ -315,7 +315,7 @@ TEST(SimulateCli, WritesTheFilesAndRejectsBadOptions) {
   EXPECT_TRUE(std::filesystem::exists(dir / "demo.truth_programs.df.npz"));
   EXPECT_TRUE(std::filesystem::exists(dir / "demo.truth_usages.df.npz"));
   // The same file from the knmf executable with one thread (this process runs several).
-  const auto exe = std::filesystem::path(KNMF_BINARY_DIR) / "drivers" / "knmf";
+  const auto exe = knmf::test::binary_dir() / "drivers" / "knmf";
   if (std::filesystem::exists(exe)) {
     const auto path1 = (dir / "one_thread.h5ad").string();
     const std::string cmd = exe.string() + " --kokkos-threads=1 simulate -o " + path1 +

@@ -43,6 +43,8 @@ std::string hex64(std::uint64_t v) {
   return buf;
 }
 
+std::filesystem::path binary_dir() { return KNMF_BINARY_DIR; }
+
 std::filesystem::path derived_dir() {
   if (const char* env = std::getenv("KNMF_TEST_DERIVED_DIR")) return env;
   const std::filesystem::path build = KNMF_BINARY_DIR;

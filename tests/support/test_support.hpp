@@ -16,6 +16,9 @@ namespace knmf::test {
 
 /// tests/data (committed golden data and fixtures); $KNMF_TEST_DATA_DIR overrides it.
 std::filesystem::path data_dir();
+
+/// The build tree the suite was configured in (its drivers/knmf, tests/derived).
+std::filesystem::path binary_dir();
 /// tests/data/real: the real matrices and cNMF's reference run on pbmc-donor-a, laid out as
 /// in ../shared/data (see tests/data/real/README.md for provenance and licences).
 std::filesystem::path real_dir();
