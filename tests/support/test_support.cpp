@@ -19,6 +19,8 @@ std::filesystem::path data_dir() {
   return KNMF_TEST_DATA_DIR;
 }
 
+std::filesystem::path binary_dir() { return KNMF_BINARY_DIR; }
+
 std::filesystem::path real_dir() { return data_dir() / "real"; }
 std::filesystem::path pbmc_prepare_dir() { return real_dir() / "cnmf-pbmc-donor-a" / "prepare" / "pbmcA"; }
 std::filesystem::path pbmc_reference_dir() { return real_dir() / "cnmf-pbmc-donor-a" / "reference"; }
@@ -42,8 +44,6 @@ std::string hex64(std::uint64_t v) {
   std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
   return buf;
 }
-
-std::filesystem::path binary_dir() { return KNMF_BINARY_DIR; }
 
 std::filesystem::path derived_dir() {
   if (const char* env = std::getenv("KNMF_TEST_DERIVED_DIR")) return env;
