@@ -59,7 +59,9 @@ void check_dynamic_range(const ValueStats& s, double eps, const std::string& sou
   // An X of zeros (none stored, or all stored values 0) has the exact factorization W = H = 0
   // and no programs: scikit-learn would return it, but a cNMF run over it is a mistake (an
   // empty selection of cells or genes), so it is refused like any other unusable input.
-  if (!(s.norm2 > 0.0))
+  // (max_value: the largest finite value; ||X||^2 may be Inf or NaN for an X of huge values,
+  // which the run reports as non-finite replicates)
+  if (!(s.max_value > 0.0))
     input_error(source, ": X has no nonzero value (", s.count,
                 " stored, all 0): there is nothing to factorize");
   if (s.max_pos < 0 || !(s.norm2_rest > 0.0) || s.norm2_rest > 16.0 * eps * s.norm2) return;
