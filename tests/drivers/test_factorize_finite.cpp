@@ -65,8 +65,11 @@ io::CnmfPaths make_cnmf_run(const fs::path& dir, const std::string& name, const 
   df.cols = 3;
   df.data_descr = "<i8";
   df.data = {2, 0, 101, 2, 1, 102, 2, 2, 103};
-  for (std::int64_t r = 0; r < df.rows; ++r) df.index.push_back(io::Label{r});
-  df.columns = {io::Label{"n_components"}, io::Label{"iter"}, io::Label{"nmf_seed"}};
+  df.index = std::vector<io::Label>(std::size_t(df.rows));
+  for (std::int64_t r = 0; r < df.rows; ++r) df.index[std::size_t(r)] = r;
+  // (no initializer lists or push_back of temporaries: GCC 12 -Wmaybe-uninitialized misfires on
+  // moving these variants, an error in the warnings-as-errors builds)
+  for (const char* c : {"n_components", "iter", "nmf_seed"}) df.columns.push_back(io::Label{std::string(c)});
   io::write_df_npz(p.nmf_replicate_parameters(), df);
   return p;
 }
