@@ -167,7 +167,9 @@ void simulate(const std::string& out, const std::string& seed) {
 const std::vector<std::string> kQuick{"-k", "3", "--n-iter", "4", "--max-iter", "20", "--quiet"};
 
 std::vector<std::string> factorize(const std::string& in, const std::string& out) {
-  std::vector<std::string> a{"factorize", in, "-o", out};
+  // --batch 1: each replicate solved alone, so a resumed run (fewer pending jobs, other
+  // batches) is bitwise the uninterrupted one in the device-kernels build too
+  std::vector<std::string> a{"factorize", in, "-o", out, "--batch", "1"};
   a.insert(a.end(), kQuick.begin(), kQuick.end());
   return a;
 }
