@@ -16,20 +16,13 @@
 #include "knmf/io/dataframe.hpp"
 #include "knmf/io/h5ad.hpp"
 #include "knmf/results/results_file.hpp"
+#include "driver_fixtures.hpp"
 #include "test_support.hpp"
 
 namespace {
 using namespace knmf;
 using namespace knmf::test;
 namespace fs = std::filesystem;
-
-std::vector<std::string> files_under(const fs::path& dir) {
-  std::vector<std::string> v;
-  for (const auto& e : fs::recursive_directory_iterator(dir))
-    if (!e.is_directory()) v.push_back(fs::relative(e.path(), dir).string());
-  std::sort(v.begin(), v.end());
-  return v;
-}
 
 /// 40 cells x 8 genes of small counts (1..5, about two thirds of the entries), each times
 /// `scale`; with `huge` > 0 the entry (3, 2) is `huge` instead.
@@ -50,28 +43,6 @@ void write_x(const fs::path& path, double scale, double huge = 0.0) {
   io::H5adWriteOptions o;
   o.value_type = std::is_same_v<T, double> ? io::ValueType::Float64 : io::ValueType::Float32;
   io::write_h5ad(path, X, {}, {}, o);
-}
-
-/// A cNMF run folder (k = 2, iters 0..2) over X `x`.
-io::CnmfPaths make_cnmf_run(const fs::path& dir, const std::string& name, const fs::path& x) {
-  io::CnmfPaths p(dir.string(), name);
-  fs::create_directories(p.tmp_dir());
-  fs::copy_file(x, p.normalized_counts());
-  std::ofstream(p.nmf_run_parameters())
-      << "alpha_H: 0.0\nalpha_W: 0.0\nbeta_loss: frobenius\ninit: random\nl1_ratio: 0.0\n"
-         "max_iter: 50\nsolver: cd\ntol: 0.0001\n";
-  io::DataFrame df;
-  df.rows = 3;
-  df.cols = 3;
-  df.data_descr = "<i8";
-  df.data = {2, 0, 101, 2, 1, 102, 2, 2, 103};
-  df.index = std::vector<io::Label>(std::size_t(df.rows));
-  for (std::int64_t r = 0; r < df.rows; ++r) df.index[std::size_t(r)] = r;
-  // (no initializer lists or push_back of temporaries: GCC 12 -Wmaybe-uninitialized misfires on
-  // moving these variants, an error in the warnings-as-errors builds)
-  for (const char* c : {"n_components", "iter", "nmf_seed"}) df.columns.push_back(io::Label{std::string(c)});
-  io::write_df_npz(p.nmf_replicate_parameters(), df);
-  return p;
 }
 
 /// The last line is "knmf: error: ..." holding every needle; exit status 1.

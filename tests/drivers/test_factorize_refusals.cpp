@@ -11,6 +11,7 @@
 #include "knmf/io/cnmf_files.hpp"
 #include "knmf/io/dataframe.hpp"
 #include "knmf/io/h5ad.hpp"
+#include "driver_fixtures.hpp"
 #include "test_support.hpp"
 
 namespace {
@@ -18,58 +19,14 @@ using namespace knmf;
 using namespace knmf::test;
 namespace fs = std::filesystem;
 
-/// Every file under `dir` (relative paths, sorted; folders not listed).
-std::vector<std::string> files_under(const fs::path& dir) {
-  std::vector<std::string> v;
-  for (const auto& e : fs::recursive_directory_iterator(dir))
-    if (!e.is_directory()) v.push_back(fs::relative(e.path(), dir).string());
-  std::sort(v.begin(), v.end());
-  return v;
-}
-
 const nlohmann::json& h5ad_golden() {
   static const nlohmann::json g = load_json("h5ad/golden.json");
   return g;
 }
 
-/// 40 cells x 8 genes of small positive counts (about half the entries), gene names given.
+/// 40 cells x 8 genes of small positive counts (about two thirds of the entries), gene names given.
 void write_small_x(const fs::path& path, std::vector<std::string> genes = {}) {
-  io::CsrBlock<float> X;
-  X.row_end = 40;
-  X.ncols = 8;
-  for (int i = 0; i < 40; ++i) {
-    for (int j = 0; j < 8; ++j)
-      if ((i + 2 * j) % 3 != 0) {
-        X.cols.push_back(j);
-        X.values.push_back(float(1 + (i * 7 + j * 3) % 5));
-      }
-    X.row_offsets.push_back(std::int64_t(X.values.size()));
-  }
-  io::write_h5ad(path, X, {}, std::move(genes));
-}
-
-/// A cNMF run folder DIR/NAME as `cnmf prepare` leaves it for factorize: X (copied from `x`),
-/// the yaml (plus the lines `extra_yaml`) and a job table of k = 2, iters 0..2 (with `dup`,
-/// a last row repeating the job of row 1).
-io::CnmfPaths make_cnmf_run(const fs::path& dir, const std::string& name, const fs::path& x,
-                            const std::string& extra_yaml = "", bool dup = false) {
-  io::CnmfPaths p(dir.string(), name);
-  fs::create_directories(p.tmp_dir());
-  fs::copy_file(x, p.normalized_counts());
-  std::ofstream(p.nmf_run_parameters())
-      << "alpha_H: 0.0\nalpha_W: 0.0\nbeta_loss: frobenius\ninit: random\nl1_ratio: 0.0\n"
-         "max_iter: 50\nsolver: cd\ntol: 0.0001\n"
-      << extra_yaml;
-  io::DataFrame df;
-  df.rows = dup ? 4 : 3;
-  df.cols = 3;
-  df.data_descr = "<i8";
-  df.data = {2, 0, 101, 2, 1, 102, 2, 2, 103};
-  if (dup) df.data.insert(df.data.end(), {2, 1, 104});
-  for (std::int64_t r = 0; r < df.rows; ++r) df.index.push_back(io::Label{r});
-  df.columns = {io::Label{"n_components"}, io::Label{"iter"}, io::Label{"nmf_seed"}};
-  io::write_df_npz(p.nmf_replicate_parameters(), df);
-  return p;
+  write_small_counts(path, 40, 8, std::move(genes));
 }
 
 /// One line, "knmf: error: ..." holding every needle.
@@ -174,7 +131,7 @@ TEST(FactorizeRefusals, JobTableWithADuplicatedJobIsRefused) {
   TempDir tmp("knmf-refuse-dup");
   const fs::path in = tmp / "in.h5ad";
   write_small_x(in);
-  const auto p = make_cnmf_run(tmp.path(), "run", in, "", true);
+  const auto p = make_cnmf_run(tmp.path(), "run", in, {{2, 0, 101}, {2, 1, 102}, {2, 2, 103}, {2, 1, 104}});
   const auto before = files_under(tmp.path());
   const auto r = run_knmf({"factorize", "--output-dir", tmp.path().string(), "--name", "run", "--quiet"});
   expect_one_error_line(r, {p.nmf_replicate_parameters(), "rows 1 and 3", "n_components 2, iter 1"},
@@ -187,7 +144,7 @@ TEST(FactorizeRefusals, UnknownYamlKeysAreWarnedAbout) {
   TempDir tmp("knmf-yaml-keys");
   const fs::path in = tmp / "in.h5ad";
   write_small_x(in);
-  const auto p = make_cnmf_run(tmp.path(), "run", in, "random_state: 3\nmax_iters: 10\n");
+  const auto p = make_cnmf_run(tmp.path(), "run", in, {{2, 0, 101}, {2, 1, 102}, {2, 2, 103}}, "random_state: 3\nmax_iters: 10\n");
   const auto r = run_knmf({"factorize", "--output-dir", tmp.path().string(), "--name", "run", "--quiet"});
   ASSERT_EQ(r.status, 0) << r.out;
   const auto ls = lines(r.out);

@@ -18,6 +18,7 @@
 #include "knmf/io/dataframe.hpp"
 #include "knmf/io/h5ad.hpp"
 #include "knmf/results/results_file.hpp"
+#include "driver_fixtures.hpp"
 #include "test_support.hpp"
 
 namespace {
@@ -46,30 +47,8 @@ long long read_count(const fs::path& p) {
   return n;
 }
 
-/// Every file under `dir` (relative paths, sorted).
-std::vector<std::string> files_under(const fs::path& dir) {
-  std::vector<std::string> v;
-  for (const auto& e : fs::recursive_directory_iterator(dir))
-    if (!e.is_directory()) v.push_back(fs::relative(e.path(), dir).string());
-  std::sort(v.begin(), v.end());
-  return v;
-}
-
 /// 60 cells x 30 genes of small positive counts.
-void write_x(const fs::path& path) {
-  io::CsrBlock<float> X;
-  X.row_end = 60;
-  X.ncols = 30;
-  for (int i = 0; i < 60; ++i) {
-    for (int j = 0; j < 30; ++j)
-      if ((i + 2 * j) % 3 != 0) {
-        X.cols.push_back(j);
-        X.values.push_back(float(1 + (i * 7 + j * 3) % 5));
-      }
-    X.row_offsets.push_back(std::int64_t(X.values.size()));
-  }
-  io::write_h5ad(path, X);
-}
+void write_x(const fs::path& path) { write_small_counts(path, 60, 30); }
 
 /// Budgets from none to all but the last byte of a run that writes `total` bytes.
 std::vector<long long> budgets(long long total) {
@@ -167,21 +146,7 @@ TEST(FullDisk, CnmfModeEndsInOneLineAtEveryBudget) {
   TempDir tmp("knmf-full-disk-cnmf");
   const fs::path x = tmp / "x.h5ad";
   write_x(x);
-  io::CnmfPaths p(tmp.path().string(), "run");
-  fs::create_directories(p.tmp_dir());
-  fs::copy_file(x, p.normalized_counts());
-  std::ofstream(p.nmf_run_parameters())
-      << "alpha_H: 0.0\nalpha_W: 0.0\nbeta_loss: frobenius\ninit: random\nl1_ratio: 0.0\n"
-         "max_iter: 50\nsolver: cd\ntol: 0.0001\n";
-  io::DataFrame df;
-  df.rows = 4;
-  df.cols = 3;
-  df.data_descr = "<i8";
-  df.data = {3, 0, 101, 3, 1, 102, 4, 0, 103, 4, 1, 104};
-  for (std::int64_t r = 0; r < df.rows; ++r) df.index.push_back(io::Label{r});
-  // (one by one: an initializer list of these variants trips GCC 12 -Wmaybe-uninitialized)
-  for (const char* c : {"n_components", "iter", "nmf_seed"}) df.columns.push_back(io::Label{std::string(c)});
-  io::write_df_npz(p.nmf_replicate_parameters(), df);
+  const io::CnmfPaths p = make_cnmf_run(tmp.path(), "run", x, {{3, 0, 101}, {3, 1, 102}, {4, 0, 103}, {4, 1, 104}});
   const auto before = files_under(tmp.path());
   const std::vector<std::string> args{"factorize", "--output-dir", tmp.path().string(), "--name", "run", "--quiet"};
   const auto full = run_with_budget(args, -1, tmp / "count");
