@@ -635,66 +635,59 @@ struct H5adReader::Impl {
     return out;
   }
 
-  /// The length of the obs or var index against X, read from the dataset's extent (no names
-  /// are read): factorize needs no cell names, but a file whose obs does not match X is
-  /// malformed (consensus would refuse it after the factorization). The layouts are those of
-  /// index_names(); a layout it rejects is left for it to report.
-  void check_index_length(const char* elem, std::int64_t expected, const char* dim) const {
+  /// Where the obs or var names are: the dataset to open, the name errors report, and
+  /// whether it is AnnData < 0.7's structured array (names in its field "index"). Refuses a
+  /// dataframe whose index cannot be found.
+  struct IndexLocation {
+    std::string dataset, name;
+    bool structured = false;
+  };
+  IndexLocation locate_index(const char* elem, const char* dim) const {
     const std::string g = std::string("/") + elem;
     if (!h5::exists(fid.get(), g)) input_error(file, ": no ", g, " (the ", elem, " dataframe holding the ", dim, " names)");
-    std::string name = g;
     const H5I_type_t kind = h5::object_type(fid.get(), g);
-    if (kind == H5I_GROUP) {
-      h5::Group grp(H5Gopen2(fid.get(), g.c_str(), H5P_DEFAULT));
-      auto key = h5::string_attr(grp.get(), "_index");
-      if (!key) {
-        if (h5::exists(grp.get(), "_index")) key = "_index";
-        else if (h5::exists(grp.get(), "index")) key = "index";
-        else return;
-      }
-      name = g + "/" + *key;
-      if (!h5::exists(fid.get(), name) || h5::object_type(fid.get(), name) != H5I_DATASET) return;
-    } else if (kind != H5I_DATASET) {
-      return;
+    if (kind == H5I_DATASET) return {g, g + "['index']", true};
+    if (kind != H5I_GROUP) input_error(file, ": ", g, " is neither a dataframe group nor a dataset");
+    h5::Group grp(H5Gopen2(fid.get(), g.c_str(), H5P_DEFAULT));
+    auto key = h5::string_attr(grp.get(), "_index");
+    if (!key) {
+      if (h5::exists(grp.get(), "_index")) key = "_index";
+      else if (h5::exists(grp.get(), "index")) key = "index";
+      else input_error(file, ": ", g, " has no _index attribute naming its index dataset");
     }
-    h5::Dataset d = open_dataset(name);
+    const std::string name = g + "/" + *key;
+    if (!h5::exists(fid.get(), name))
+      input_error(file, ": ", name, " is missing (named by the _index attribute of ", g, ")");
+    if (h5::object_type(fid.get(), name) != H5I_DATASET)
+      input_error(file, ": ", name, " is a group (e.g. categorical); expected a string dataset");
+    return {name, name, false};
+  }
+
+  /// The length of the obs or var index against X, read from the dataset's extent (no names
+  /// are read): factorize needs no cell names, but a file whose obs does not match X is
+  /// malformed (consensus would refuse it after the factorization).
+  void check_index_length(const char* elem, std::int64_t expected, const char* dim) const {
+    const IndexLocation at = locate_index(elem, dim);
+    h5::Dataset d = open_dataset(at.dataset);
     const auto ext = h5::dims(d.get());
     if (ext.size() == 1 && static_cast<std::int64_t>(ext[0]) != expected)
-      input_error(file, ": ", name, " has ", ext[0], " names but X has ", expected, " ", dim, "s");
+      input_error(file, ": ", at.name, " has ", ext[0], " names but X has ", expected, " ", dim, "s");
   }
 
   std::vector<std::string> index_names(const char* elem, std::int64_t expected, const char* dim) const {
-    const std::string g = std::string("/") + elem;
-    if (!h5::exists(fid.get(), g)) input_error(file, ": no ", g, " (the ", elem, " dataframe holding the ", dim, " names)");
-    const H5I_type_t kind = h5::object_type(fid.get(), g);
+    const IndexLocation at = locate_index(elem, dim);
+    const std::string& name = at.name;
+    h5::Dataset d = open_dataset(at.dataset);
+    h5::Datatype t(H5Dget_type(d.get()));
     std::vector<std::string> names;
-    std::string name;
-    if (kind == H5I_GROUP) {
-      h5::Group grp(H5Gopen2(fid.get(), g.c_str(), H5P_DEFAULT));
-      auto key = h5::string_attr(grp.get(), "_index");
-      if (!key) {
-        if (h5::exists(grp.get(), "_index")) key = "_index";
-        else if (h5::exists(grp.get(), "index")) key = "index";
-        else input_error(file, ": ", g, " has no _index attribute naming its index dataset");
-      }
-      name = g + "/" + *key;
-      if (!h5::exists(fid.get(), name))
-        input_error(file, ": ", name, " is missing (named by the _index attribute of ", g, ")");
-      if (h5::object_type(fid.get(), name) != H5I_DATASET)
-        input_error(file, ": ", name, " is a group (e.g. categorical); expected a string dataset");
-      h5::Dataset d = open_dataset(name);
-      h5::Datatype t(H5Dget_type(d.get()));
+    if (!at.structured) {
       const auto layout = h5::string_layout(t.get());
       if (!layout) input_error(file, ": ", name, " is not a string dataset");
       h5::Datatype mem = h5::string_mem_type(*layout);
       names = read_strings(d, name, mem.get(), *layout, expected, dim);
-    } else if (kind == H5I_DATASET) {
-      // AnnData < 0.7: a structured array; its string field "index" holds the names.
-      name = g + "['index']";
-      h5::Dataset d = open_dataset(g);
-      h5::Datatype t(H5Dget_type(d.get()));
+    } else {
       if (H5Tget_class(t.get()) != H5T_COMPOUND || H5Tget_member_index(t.get(), "index") < 0)
-        input_error(file, ": ", g, " is a dataset but not a structured array with an 'index' field");
+        input_error(file, ": ", at.dataset, " is a dataset but not a structured array with an 'index' field");
       h5::Datatype member(H5Tget_member_type(t.get(), static_cast<unsigned>(H5Tget_member_index(t.get(), "index"))));
       const auto layout = h5::string_layout(member.get());
       if (!layout) input_error(file, ": ", name, " is not a string field");
@@ -702,8 +695,6 @@ struct H5adReader::Impl {
       h5::Datatype mem(H5Tcreate(H5T_COMPOUND, H5Tget_size(str.get())));
       H5Tinsert(mem.get(), "index", 0, str.get());
       names = read_strings(d, name, mem.get(), *layout, expected, dim);
-    } else {
-      input_error(file, ": ", g, " is neither a dataframe group nor a dataset");
     }
     if (static_cast<std::int64_t>(names.size()) != expected)
       input_error(file, ": ", name, " has ", names.size(), " names but X has ", expected, " ", dim, "s");
