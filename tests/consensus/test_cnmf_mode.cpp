@@ -30,6 +30,20 @@ protected:
     paths = std::make_unique<io::CnmfPaths>(tmp.path().string(), "pbmcA");
   }
 
+  /// The run record of a knmf results file holding cNMF's 20 replicates of k = 7 (`merged`:
+  /// cNMF's merged spectra of k = 7, whose columns are the genes).
+  io::RunInfo pbmc_k7_run_info(const io::DataFrame& merged) const {
+    io::RunInfo info;
+    info.input = paths->normalized_counts();
+    info.n_cells = 2896;
+    for (const auto& c : merged.columns) info.genes.push_back(std::get<std::string>(c));
+    info.ks = {7};
+    info.n_iter = 20;
+    info.seed = 14;
+    info.dtype = knmf::Dtype::float64;
+    return info;
+  }
+
   /// Replace the merged file of k by one replicate file per iteration (as factorize leaves
   /// them), from cNMF's merged spectra.
   void split_merged(int k) {
@@ -136,14 +150,7 @@ TEST_F(CnmfMode, BadInputsAreOneLineErrorsAndWriteNothing) {
 TEST_F(CnmfMode, NativeResultsFileGivesTheSameConsensus) {
   // a knmf results file holding cNMF's 20 replicates of k = 7
   const auto merged = io::read_df_npz(paths->merged_spectra(7));
-  io::RunInfo info;
-  info.input = paths->normalized_counts();
-  info.n_cells = 2896;
-  for (const auto& c : merged.columns) info.genes.push_back(std::get<std::string>(c));
-  info.ks = {7};
-  info.n_iter = 20;
-  info.seed = 14;
-  info.dtype = knmf::Dtype::float64;
+  const io::RunInfo info = pbmc_k7_run_info(merged);
   const std::string results = (tmp.path() / "run.knmf.h5").string();
   {
     auto w = io::ResultsWriter::create_or_resume(results, info);
@@ -415,14 +422,7 @@ sys.exit(1 if bad else 0)
 // a k whose every replicate failed is refused.
 TEST_F(CnmfMode, NativeModeLeavesOutNonFiniteReplicates) {
   const auto merged = io::read_df_npz(paths->merged_spectra(7));
-  io::RunInfo info;
-  info.input = paths->normalized_counts();
-  info.n_cells = 2896;
-  for (const auto& c : merged.columns) info.genes.push_back(std::get<std::string>(c));
-  info.ks = {7};
-  info.n_iter = 20;
-  info.seed = 14;
-  info.dtype = knmf::Dtype::float64;
+  const io::RunInfo info = pbmc_k7_run_info(merged);
   // iter 3 replaced as `how` says (0: cNMF's spectra, 1: NaN and non_finite, 2: zeros)
   auto write = [&](const std::string& file, int how, bool all = false) {
     auto w = io::ResultsWriter::create_or_resume(file, info);

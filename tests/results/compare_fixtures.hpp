@@ -54,8 +54,8 @@ inline FakeRun make_fake_run(const std::vector<int>& ks, int n_iter, int g) {
   return r;
 }
 
-/// Write `run` as a knmf results file (every job committed).
-inline void write_results(const FakeRun& run, const std::filesystem::path& path) {
+/// The run record of `run`'s results file.
+inline io::RunInfo run_info_of(const FakeRun& run) {
   io::RunInfo info;
   info.input = "fake.h5ad";
   info.n_cells = 7;
@@ -65,6 +65,12 @@ inline void write_results(const FakeRun& run, const std::filesystem::path& path)
   info.seed = run.seed;
   info.dtype = knmf::Dtype::float64;
   info.batch_size = 1;
+  return info;
+}
+
+/// Write `run` as a knmf results file (every job committed).
+inline void write_results(const FakeRun& run, const std::filesystem::path& path) {
+  const io::RunInfo info = run_info_of(run);
   io::ResultsWriteOptions wo;
   wo.fsync = false;
   auto w = io::ResultsWriter::create_or_resume(path, info, wo);

@@ -25,25 +25,12 @@ CompareReport compare(const std::string& a, const std::string& b) {
   return compare_runs(o);
 }
 
-io::RunInfo info_of(const FakeRun& run) {
-  io::RunInfo info;
-  info.input = "fake.h5ad";
-  info.n_cells = 7;
-  info.genes = run.genes;
-  info.ks = run.ks;
-  info.n_iter = run.n_iter;
-  info.seed = run.seed;
-  info.dtype = knmf::Dtype::float64;
-  info.batch_size = 1;
-  return info;
-}
-
 /// `run` as a results file, the jobs in `failed` written non_finite (their spectra as given).
 bool write_with_failures(const FakeRun& run, const std::filesystem::path& path,
                          const std::vector<std::pair<int, int>>& failed) {
   io::ResultsWriteOptions wo;
   wo.fsync = false;
-  auto w = io::ResultsWriter::create_or_resume(path, info_of(run), wo);
+  auto w = io::ResultsWriter::create_or_resume(path, run_info_of(run), wo);
   for (const Job& j : w.pending()) {
     ReplicateResult res;
     res.job = j;
@@ -71,7 +58,7 @@ TEST(ResultsFailed, NonFiniteReplicatesAreCommittedButTheFileIsNeverComplete) {
   EXPECT_FALSE(io::ResultsReader::open(path).complete());
   // resumed: nothing pending (the failure is not run again), the failure is listed, and
   // finishing again still leaves the file incomplete
-  auto w = io::ResultsWriter::create_or_resume(path, info_of(run));
+  auto w = io::ResultsWriter::create_or_resume(path, run_info_of(run));
   EXPECT_TRUE(w.pending().empty());
   ASSERT_EQ(w.failed().size(), 1u);
   EXPECT_EQ(w.failed()[0].k, 4);
