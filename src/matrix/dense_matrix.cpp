@@ -55,7 +55,7 @@ void check_float32_scale(const ValueStats& s, size_type n, size_type g, const st
               ", 2^-24 of the float32 maximum); use --dtype double or rescale X");
 }
 
-void check_dynamic_range(const ValueStats& s, double eps, const std::string& source) {
+void check_whole_x(const ValueStats& s, double eps, const std::string& source) {
   // An X of zeros (none stored, or all stored values 0) has the exact factorization W = H = 0
   // and no programs: scikit-learn would return it, but a cNMF run over it is a mistake (an
   // empty selection of cells or genes), so it is refused like any other unusable input.

@@ -38,7 +38,7 @@ void check_scale(const M& X, const io::H5adReader& reader, std::int64_t r0, std:
   if constexpr (std::is_same_v<T, float>)
     check_float32_scale(X.stats(), reader.info().n_obs, reader.info().n_vars, source);
   if (r0 == 0 && r1 == reader.info().n_obs)
-    check_dynamic_range(X.stats(), double(std::numeric_limits<T>::epsilon()), source);
+    check_whole_x(X.stats(), double(std::numeric_limits<T>::epsilon()), source);
 }
 }  // namespace
 

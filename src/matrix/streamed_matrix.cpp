@@ -126,7 +126,7 @@ void StreamedMatrix<T>::finalize(const std::string& source) {
     const size_type g = g_;
     check_input_stats(stats_, n_, g_, source, [g](size_type p) { return std::make_pair(p / g, p % g); });
     if constexpr (std::is_same_v<T, float>) check_float32_scale(stats_, n_, g_, source);
-    check_dynamic_range(stats_, double(std::numeric_limits<T>::epsilon()), source);
+    check_whole_x(stats_, double(std::numeric_limits<T>::epsilon()), source);
     return;
   }
   for (size_type p = 0; p < nnz_; ++p)
@@ -142,7 +142,7 @@ void StreamedMatrix<T>::finalize(const std::string& source) {
     return std::make_pair(row, size_type(cols_(p)));
   });
   if constexpr (std::is_same_v<T, float>) check_float32_scale(stats_, n_, g_, source);
-  check_dynamic_range(stats_, double(std::numeric_limits<T>::epsilon()), source);
+  check_whole_x(stats_, double(std::numeric_limits<T>::epsilon()), source);
 }
 
 template <class T>

@@ -66,7 +66,7 @@ DistributedMatrix<Inner>::DistributedMatrix(MPI_Comm comm, Inner local, size_typ
   stats_.norm2_rest = rest;
   if (owner < size) stats_.max_pos = 0;  // some rank has values (positions are not global)
   // every rank meets the same verdict (the run's error handling reports it)
-  check_dynamic_range(stats_, double(std::numeric_limits<typename Inner::value_type>::epsilon()),
+  check_whole_x(stats_, double(std::numeric_limits<typename Inner::value_type>::epsilon()),
                       "X (all ranks' rows)");
 }
 

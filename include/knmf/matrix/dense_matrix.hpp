@@ -79,13 +79,14 @@ double float32_scale_limit();
 /// the definition). Called by the loaders of float32 X, before anything is written.
 void check_float32_scale(const ValueStats& s, size_type n, size_type g, const std::string& source);
 
-/// Throws InputError (naming `source` and X's largest value) when that one value carries all
+/// The checks that need the whole X's statistics (every rank's part under MPI), made once X
+/// is read and before anything is written. Throws InputError (naming `source`) when X has no
+/// nonzero value (nothing to factorize), or (naming X's largest value) when that one value carries all
 /// of ||X||^2 to within the rounding of arithmetic of machine epsilon `eps` (that of the
 /// compute type): the other values' squares sum to a positive amount below 16 eps ||X||^2,
 /// so nothing they hold can change a factorization or its error, and every replicate would
 /// "converge" at once with error 0 (the identity of algorithms.md section 6 cancels). An X
 /// with a single nonzero value (nothing else to lose) passes. `s` covers the whole X.
-/// An X with no nonzero value is refused too (nothing to factorize).
-void check_dynamic_range(const ValueStats& s, double eps, const std::string& source);
+void check_whole_x(const ValueStats& s, double eps, const std::string& source);
 
 }  // namespace knmf
