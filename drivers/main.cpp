@@ -11,6 +11,7 @@
 #include "cli.hpp"
 #include "knmf/core/runtime.hpp"
 #include "knmf/core/host_access.hpp"
+#include "knmf/io/hdf5_library.hpp"
 #include "knmf/version.hpp"
 #if KNMF_HAVE_MPI
 #include <mpi.h>
@@ -40,6 +41,9 @@ bool want_mpi(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   knmf::ensure_blas_kernels(argc, argv);
+  // HDF5 is closed below, by how the command ended (a corrupt input can leave HDF5 objects it
+  // cannot close: its shutdown would print junk after the one-line error)
+  knmf::io::defer_hdf5_shutdown();
   auto split = knmf::cli::split_kokkos_args(argc, argv);
 #if KNMF_HAVE_MPI
   const bool use_mpi = want_mpi(argc, argv);
@@ -99,6 +103,7 @@ int main(int argc, char** argv) {
     knmf::install_device_memory_guard();  // device-kernels build only
     rc = knmf::cli::run(split.rest);
   }
+  knmf::io::finish_hdf5(rc != 0);
 #if KNMF_HAVE_MPI
   if (use_mpi) MPI_Finalize();
 #endif

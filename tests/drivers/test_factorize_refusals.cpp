@@ -155,6 +155,29 @@ TEST(FactorizeRefusals, UnknownYamlKeysAreWarnedAbout) {
   for (int it = 0; it < 3; ++it) EXPECT_TRUE(fs::exists(p.iter_spectra(2, it))) << it;
 }
 
+// Files whose corrupt object headers HDF5 1.10 fails to open and, doing so, leaves objects of
+// its own behind (tests/fuzz/hdf5-bugs/, found by fuzz_h5ad). The error is one line naming the
+// object; HDF5's shutdown after it printed "HDF5: infinite loop closing library" and a line
+// of package names, until the driver left HDF5 unclosed after a failed command
+// (knmf/io/hdf5_library.hpp).
+TEST(FactorizeRefusals, CorruptHdf5ObjectsEndInOneErrorLine) {
+  const std::vector<std::pair<std::string, std::string>> files{
+      {"leak-metadata-cache-load.h5", "cannot open /var/_index (a corrupt object header?)"},
+      {"leak-dataset-open-datatype.h5", "cannot open /obs (a corrupt object header?)"},
+      {"oom-metadata-cache-32gib.h5", "cannot open /X (a corrupt object header?)"},
+      {"oom-vlen-names-length.h5", "cannot open /obs (a corrupt object header?)"}};
+  for (const auto& [name, message] : files) {
+    TempDir tmp("knmf-refuse-corrupt");
+    const fs::path in = tmp / "in.h5ad";
+    fs::copy_file(data_dir().parent_path() / "fuzz" / "hdf5-bugs" / name, in);
+    const auto r = run_knmf({"factorize", in.string(), "-k", "2", "--n-iter", "1", "-o",
+                             (tmp / "r.h5").string(), "--quiet"});
+    expect_one_error_line(r, {in.string() + ": " + message}, name);
+    EXPECT_EQ(r.out.find("HDF5"), std::string::npos) << name << "\n" << r.out;
+    EXPECT_EQ(files_under(tmp.path()), std::vector<std::string>{"in.h5ad"}) << name;
+  }
+}
+
 }  // namespace
 
 // Issue 15, defect 8: a k beyond min(cells, genes) is refused before anything is written

@@ -58,7 +58,7 @@ sort_h5ad() {
       else
         ours+=("$a")
       fi
-    elif ! "$fz/h5image_check" -detect_leaks=0 -timeout=10 -rss_limit_mb=2048 "$a" > "$a.hdf5-alone.log" 2>&1; then
+    elif ! "$fz/h5image_check" -detect_leaks=0 -timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=1024 "$a" > "$a.hdf5-alone.log" 2>&1; then
       mkdir -p "$runs/hdf5-bugs"; mv "$a" "$a".*.log "$runs/hdf5-bugs/"
       echo "fuzz $h: HDF5's own bug (fails with HDF5 alone too): $runs/hdf5-bugs/${a##*/}" \
            "($(grep -m1 -oE 'ERROR: [A-Za-z]+: [A-Za-z -]+' "$runs/hdf5-bugs/${a##*/}.hdf5-alone.log"))"

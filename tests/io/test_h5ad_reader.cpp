@@ -7,6 +7,10 @@
 #include <numeric>
 
 #include <hdf5.h>
+#include <sys/resource.h>
+
+#include <filesystem>
+#include <fstream>
 
 #include "io_test_util.hpp"
 #include "test_h5ad_support.hpp"
@@ -442,6 +446,93 @@ TEST(H5adReader, AttributeDeclaringMoreValuesThanItStoresIsAnInputError) {
     EXPECT_NE(m.find("attribute"), std::string::npos) << m;
     EXPECT_EQ(m.find('\n'), std::string::npos) << m;
   }
+}
+
+// A variable-length string's stored length is trusted by HDF5 1.10, which allocates and clears
+// what it states before checking it against the heap object it points to (found by
+// tests/fuzz/fuzz_h5ad: tests/fuzz/hdf5-bugs/oom-vlen-names-length.h5, 1.8 GB for one name, the
+// fuzzer's 2 GB RSS limit passed). The file here: a fixture whose gene names are rewritten as
+// a dataset of variable-length strings, contiguous (h5py's layout) or chunked, the first
+// name's stored length then set to 0x70000000 (1.9 GB) in the raw data (16 bytes an element,
+// the length first). Returns the file.
+std::string fixture_with_huge_name_length(const knmf::test::TempDir& dir, bool chunked) {
+  const auto path = (dir / (chunked ? "huge_name_chunked.h5ad" : "huge_name.h5ad")).string();
+  std::filesystem::copy_file(h5ad_fixture("csr_f32.h5ad"), path);
+  const auto genes = H5adReader::open(path).var_names();
+  EXPECT_FALSE(genes.empty());
+  haddr_t at = HADDR_UNDEF;
+  {
+    const hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    EXPECT_GE(H5Ldelete(f, "/var/_index", H5P_DEFAULT), 0);
+    const hid_t t = H5Tcopy(H5T_C_S1);
+    H5Tset_size(t, H5T_VARIABLE);
+    H5Tset_cset(t, H5T_CSET_UTF8);
+    const hsize_t n = genes.size();
+    const hid_t sp = H5Screate_simple(1, &n, nullptr);
+    const hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    if (chunked) H5Pset_chunk(dcpl, 1, &n);
+    const hid_t d = H5Dcreate2(f, "/var/_index", t, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    std::vector<const char*> ptrs;
+    for (const auto& g : genes) ptrs.push_back(g.c_str());
+    EXPECT_GE(H5Dwrite(d, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, ptrs.data()), 0);
+    if (chunked) {
+      const hsize_t origin = 0;
+      unsigned mask = 0;
+      hsize_t bytes = 0;
+      H5Dflush(d);
+      EXPECT_GE(H5Dget_chunk_info_by_coord(d, &origin, &mask, &at, &bytes), 0);
+    } else {
+      at = H5Dget_offset(d);
+    }
+    H5Dclose(d);
+    H5Pclose(dcpl);
+    H5Sclose(sp);
+    H5Tclose(t);
+    H5Fclose(f);
+  }
+  EXPECT_EQ(H5adReader::open(path).var_names(), genes) << "the rewritten names read back";
+  EXPECT_NE(at, HADDR_UNDEF);
+  std::fstream io(path, std::ios::in | std::ios::out | std::ios::binary);
+  io.seekp(static_cast<std::streamoff>(at));
+  const unsigned char len[4] = {0x00, 0x00, 0x00, 0x70};  // little-endian 0x70000000
+  io.write(reinterpret_cast<const char*>(len), 4);
+  EXPECT_TRUE(io.good());
+  return path;
+}
+
+std::string var_names_error(const std::string& path) {
+  try {
+    (void)H5adReader::open(path).var_names();
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+// Contiguous: the stored lengths are checked before HDF5 reads the names, so the process grows
+// by far less than the stated length.
+TEST(H5adReader, NameWhoseStoredLengthIsHugeIsAnInputError) {
+  knmf::test::TempDir dir("knmf-h5ad-vlen-length");
+  const auto path = fixture_with_huge_name_length(dir, false);
+  struct rusage before {}, after {};
+  getrusage(RUSAGE_SELF, &before);
+  const std::string m = var_names_error(path);
+  getrusage(RUSAGE_SELF, &after);
+  EXPECT_NE(m.find(path + ": /var/_index[0] states a length of 1879048192 bytes (more than 1048576)"),
+            std::string::npos) << m;
+  EXPECT_EQ(m.find('\n'), std::string::npos) << m;
+  EXPECT_LT(after.ru_maxrss - before.ru_maxrss, 256L * 1024) << "KB of peak RSS added";
+}
+
+// Chunked (chunks may be filtered: not parsed by knmf): HDF5 allocates the stated length, and
+// the reader's allocator refuses the string, so the read ends in an InputError all the same.
+TEST(H5adReader, NameWhoseStoredLengthIsHugeIsAnInputErrorInAChunkedDataset) {
+  knmf::test::TempDir dir("knmf-h5ad-vlen-length");
+  const auto path = fixture_with_huge_name_length(dir, true);
+  const std::string m = var_names_error(path);
+  EXPECT_NE(m.find(path + ": /var/_index[0:"), std::string::npos) << m;
+  EXPECT_NE(m.find("holds a name of 1879048193 bytes (more than 1048576)"), std::string::npos) << m;
+  EXPECT_EQ(m.find('\n'), std::string::npos) << m;
 }
 
 // A names dataset's declared length costs the file nothing (a chunked dataset with no chunk
