@@ -253,6 +253,8 @@ void ResultStore::store(const ReplicateResult& r, bool write_files) {
                      {"status", to_string(r.status)},
                      {"seconds", r.seconds}};
     json_ << j.dump() << "\n" << std::flush;
+    // a log that stops short on a full disk would say less than the run did
+    if (!json_) input_error("cannot write ", log_json_, ": ", errno ? std::strerror(errno) : "write failed");
   }
 }
 

@@ -28,8 +28,9 @@ namespace fs = std::filesystem;
 
 /// `knmf args...` with the shim: at most `budget` bytes reach regular files (-1: no limit);
 /// the bytes written go to `count` when given.
+/// With `only`, the budget is that of the files whose path ends with it (the others unlimited).
 ProcResult run_with_budget(const std::vector<std::string>& args, long long budget,
-                           const fs::path& count = {}) {
+                           const fs::path& count = {}, const std::string& only = {}) {
   // Under the sanitizer build the shim comes before ASan's runtime: allow that, keeping the
   // suite's other sanitizer options (exit code, leaks).
   const char* asan = std::getenv("ASAN_OPTIONS");
@@ -38,6 +39,7 @@ ProcResult run_with_budget(const std::vector<std::string>& args, long long budge
                     " LD_PRELOAD=" + shell_quote(KNMF_ENOSPC_SHIM);
   if (budget >= 0) env += " KNMF_TEST_WRITE_BUDGET=" + std::to_string(budget);
   if (!count.empty()) env += " KNMF_TEST_WRITE_COUNT=" + shell_quote(count.string());
+  if (!only.empty()) env += " KNMF_TEST_WRITE_ONLY=" + shell_quote(only);
   return run_knmf(args, env);
 }
 
@@ -114,6 +116,34 @@ TEST(FullDisk, NativeRunEndsInOneLineAtEveryBudget) {
     EXPECT_TRUE(io::ResultsReader::open(r).complete()) << what;
   }
   EXPECT_GT(partial, 3);  // the budgets reach past the file's creation
+}
+
+// --log-json is written as the replicates finish (a log to follow). Its writes were not
+// checked: a disk that filled while the log was written left a run that exited 0 with a log
+// that stopped short. Here only the log's writes are limited (KNMF_TEST_WRITE_ONLY): at every
+// budget short of the whole log the run fails with the one line naming the log.
+TEST(FullDisk, LogJsonThatCannotBeWrittenFailsTheRun) {
+  TempDir tmp("knmf-full-disk-log");
+  const fs::path in = tmp / "in.h5ad";
+  write_x(in);
+  const fs::path out = tmp / "out";
+  const fs::path r = out / "r.h5", log = out / "log.json";
+  const std::vector<std::string> args{"factorize", in.string(), "-k", "3", "4", "--n-iter", "6", "-o",
+                                      r.string(), "--log-json", log.string(), "--quiet"};
+  fs::create_directories(out);
+  const auto full = run_with_budget(args, -1, tmp / "count", "/log.json");
+  ASSERT_EQ(full.status, 0) << full.out;
+  const long long total = read_count(tmp / "count");
+  ASSERT_EQ(total, static_cast<long long>(fs::file_size(log))) << "the count is the log's bytes";
+  for (long long b : {0LL, 1LL, total / 3, total / 2, total - 1}) {
+    const std::string what = "log budget " + std::to_string(b) + " of " + std::to_string(total);
+    fs::remove_all(out);
+    fs::create_directories(out);
+    const auto res = run_with_budget(args, b, {}, "/log.json");
+    expect_disk_full(res, log.string(), what);
+    // the results file holds what was committed: an interrupted run, resumed without the log
+    EXPECT_FALSE(io::ResultsReader::open(r).complete()) << what;
+  }
 }
 
 TEST(FullDisk, SimulateEndsInOneLineAtEveryBudget) {

@@ -3,7 +3,9 @@
  * fallocate all count), then fail with ENOSPC (a write across the limit is cut short first, as
  * a real file system does). Without the variable nothing is limited. KNMF_TEST_WRITE_COUNT
  * names a file that receives the bytes written, at exit (how the tests size their budgets).
- * Pipes, terminals and sockets are never limited: the driver's messages still get out. */
+ * Pipes, terminals and sockets are never limited: the driver's messages still get out.
+ * KNMF_TEST_WRITE_ONLY=SUFFIX limits (and counts) only the files whose path ends with SUFFIX:
+ * a disk that fills while one output is written, the others untouched. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
@@ -38,10 +40,16 @@ __attribute__((destructor)) static void shim_report(void) {
 static int limited(int fd) {
   struct stat st;
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) return 0;
-  char link[64], target[16] = {0};
+  char link[64], target[4096] = {0};
   snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
   const ssize_t n = readlink(link, target, sizeof target - 1);
-  return !(n >= 7 && memcmp(target, "/memfd:", 7) == 0);
+  if (n >= 7 && memcmp(target, "/memfd:", 7) == 0) return 0;
+  const char* only = getenv("KNMF_TEST_WRITE_ONLY");
+  if (only && *only) {
+    const size_t m = strlen(only);
+    return n >= 0 && (size_t)n >= m && memcmp(target + n - (ssize_t)m, only, m) == 0;
+  }
+  return 1;
 }
 
 /* How many of `want` bytes may go to `fd` now: `want` when unlimited, 0 (errno ENOSPC) once the
@@ -61,27 +69,27 @@ static long long grant(int fd, long long want) {
 
 #define REAL(name) ((__typeof__(&name))dlsym(RTLD_NEXT, #name))
 
-static ssize_t counted(ssize_t n) {
-  if (n > 0) atomic_fetch_add(&written, n);
+static ssize_t counted_fd(int fd, ssize_t n) {
+  if (n > 0 && limited(fd)) atomic_fetch_add(&written, n);
   return n;
 }
 
 ssize_t write(int fd, const void* buf, size_t n) {
   const long long g = grant(fd, (long long)n);
   if (n > 0 && g == 0) return -1;
-  return counted(REAL(write)(fd, buf, (size_t)g));
+  return counted_fd(fd, REAL(write)(fd, buf, (size_t)g));
 }
 
 ssize_t pwrite(int fd, const void* buf, size_t n, off_t off) {
   const long long g = grant(fd, (long long)n);
   if (n > 0 && g == 0) return -1;
-  return counted(REAL(pwrite)(fd, buf, (size_t)g, off));
+  return counted_fd(fd, REAL(pwrite)(fd, buf, (size_t)g, off));
 }
 
 ssize_t pwrite64(int fd, const void* buf, size_t n, off64_t off) {
   const long long g = grant(fd, (long long)n);
   if (n > 0 && g == 0) return -1;
-  return counted(REAL(pwrite64)(fd, buf, (size_t)g, off));
+  return counted_fd(fd, REAL(pwrite64)(fd, buf, (size_t)g, off));
 }
 
 static long long iov_bytes(const struct iovec* iov, int cnt) {
@@ -97,7 +105,7 @@ ssize_t writev(int fd, const struct iovec* iov, int cnt) {
     errno = ENOSPC;
     return -1;
   }
-  return counted(REAL(writev)(fd, iov, cnt));
+  return counted_fd(fd, REAL(writev)(fd, iov, cnt));
 }
 
 ssize_t pwritev(int fd, const struct iovec* iov, int cnt, off_t off) {
@@ -106,7 +114,7 @@ ssize_t pwritev(int fd, const struct iovec* iov, int cnt, off_t off) {
     errno = ENOSPC;
     return -1;
   }
-  return counted(REAL(pwritev)(fd, iov, cnt, off));
+  return counted_fd(fd, REAL(pwritev)(fd, iov, cnt, off));
 }
 
 int fallocate(int fd, int mode, off_t off, off_t len) {

@@ -70,10 +70,12 @@ template <class Schedule, class Body>
 void host_slot_chunks(const ExecSpace& space, const char* label, size_type m, int R,
                       const Body& body) {
   Kokkos::parallel_for(
-      label, Kokkos::RangePolicy<ExecSpace, Kokkos::Schedule<Schedule>>(space, 0, int(num_chunks(m) * R)),
-      [=](const int e) {
-        const int r = e % R;
-        const size_type c = e / R;
+      label,
+      Kokkos::RangePolicy<ExecSpace, Kokkos::Schedule<Schedule>, Kokkos::IndexType<std::int64_t>>(
+          space, 0, std::int64_t(num_chunks(m)) * R),  // chunks x slots: 64-bit (issue 15, item 8)
+      [=](const std::int64_t e) {
+        const int r = int(e % R);
+        const size_type c = size_type(e / R);
         const size_type j0 = c * slot_chunk, j1 = (j0 + slot_chunk < m) ? j0 + slot_chunk : m;
         body(r, c, j0, j1);
       });
