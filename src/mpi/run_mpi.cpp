@@ -466,6 +466,15 @@ public:
     sum.peak_device_bytes = peak;
   }
 
+  /// Rank 0 stores every replicate (its own and those the others send), so its count of the
+  /// failed ones is the run's: every rank takes it, and every rank exits alike.
+  void share_failures(FactorizeSummary& sum) {
+    long long failed = sum.jobs_failed;
+    MPI_Bcast(&failed, 1, MPI_LONG_LONG, kRoot, comm_);
+    sum.jobs_failed = failed;
+    bcast_string(comm_, sum.failure);
+  }
+
   /// Whether the error being thrown is every rank's (the plan failed).
   bool failed_together() const { return failed_together_; }
 

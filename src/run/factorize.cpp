@@ -442,6 +442,7 @@ struct LocalParts {
     });
   }
   void reduce(FactorizeSummary&) const {}
+  void share_failures(FactorizeSummary&) const {}
 };
 
 }  // namespace

@@ -30,6 +30,9 @@
 ///       device, channel).
 ///   void reduce(FactorizeSummary& sum);
 ///       the summary of the whole run from this process's.
+///   void share_failures(FactorizeSummary& sum);
+///       the failed replicates the first process counted (it stores every replicate), given
+///       to every process, so that all of them end the run alike.
 
 #include <algorithm>
 #include <chrono>
@@ -370,6 +373,7 @@ FactorizeSummary run_factorize_with(const FactorizeConfig& c, Parts& parts, std:
     store.open_results_only();
     if (plan.results) log_warnings(*plan.results, log);
     store.report_failures(empty, c, 0.0, info.n_obs, info.n_vars);
+    parts.share_failures(empty);
     store.finish();
     if (!c.quiet && empty.jobs_failed == 0) log << "knmf factorize: nothing to do\n";
     return empty;
@@ -392,6 +396,7 @@ FactorizeSummary run_factorize_with(const FactorizeConfig& c, Parts& parts, std:
       });
   parts.reduce(sum);
   store.report_failures(sum, c, x_max, info.n_obs, info.n_vars);
+  parts.share_failures(sum);
   if (store.finish() && !c.quiet) log << "knmf factorize: " << c.results << " is complete\n";
   log_summary(c, sum, parts.ranks(), log);
   return sum;

@@ -302,4 +302,43 @@ TEST_F(MpiDriver, SummaryAndNothingToDoAreThoseOfOneProcess) {
   EXPECT_EQ(la[1], "knmf factorize: nothing to do");
 }
 
+// Replicates that end non_finite (X of scale 1e154 in double: the products overflow) fail the
+// run under MPI as without it: rank 0, which stores every replicate, prints the one line
+// counting all of them, once, and every rank takes its count and exits 1 (each rank runs
+// under `sh -c` here, which prints its exit status; the other ranks exited 0 before). The
+// results file is not complete.
+TEST_F(MpiDriver, NonFiniteReplicatesFailTheRunOnEveryRank) {
+  TempDir tmp("knmf-mpi-nonfinite");
+  const fs::path in = tmp / "in.h5ad", out = tmp / "r.h5";
+  io::CsrBlock<double> X;
+  X.row_end = 40;
+  X.ncols = 8;
+  for (int i = 0; i < 40; ++i) {
+    for (int j = 0; j < 8; ++j)
+      if ((i + 2 * j) % 3 != 0) {
+        X.cols.push_back(j);
+        X.values.push_back(1e154 * (1 + (i * 7 + j * 3) % 5));
+      }
+    X.row_offsets.push_back(std::int64_t(X.values.size()));
+  }
+  io::H5adWriteOptions o;
+  o.value_type = io::ValueType::Float64;
+  io::write_h5ad(in, X, {}, {}, o);
+  const auto r = run({MPIEXEC, "-n", std::to_string(np()), "--oversubscribe", "sh", "-c",
+                      "\"$0\" \"$@\"; echo \"rank exit status $?\"", KNMF_DRIVER_PATH, "factorize",
+                      in.string(), "-k", "2", "3", "--n-iter", "3", "--max-iter", "30", "-o",
+                      out.string(), "--quiet"});
+  std::size_t ones = 0;
+  for (std::size_t at = r.out.find("rank exit status 1"); at != std::string::npos;
+       at = r.out.find("rank exit status 1", at + 1))
+    ++ones;
+  EXPECT_EQ(ones, std::size_t(np())) << "every rank exits 1\n" << r.out;
+  EXPECT_EQ(r.out.find("rank exit status 0"), std::string::npos) << r.out;
+  const std::string line = "knmf: error: 6 of 6 replicates (k = 2: 3 of 3; k = 3: 3 of 3) became non-finite";
+  const auto at = r.out.find(line);
+  EXPECT_NE(at, std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find(line, at + 1), std::string::npos) << "printed by one rank only\n" << r.out;
+  EXPECT_FALSE(io::ResultsReader::open(out).complete());
+}
+
 }  // namespace
