@@ -108,11 +108,11 @@ void bcast_pod(MPI_Comm comm, Pod& p) {
   MPI_Bcast(&p, int(sizeof(Pod)), MPI_BYTE, kRoot, comm);
 }
 
-void bcast_string(MPI_Comm comm, std::string& s) {
+void bcast_string(MPI_Comm comm, std::string& s, int root = kRoot) {
   long long n = (long long)s.size();
-  MPI_Bcast(&n, 1, MPI_LONG_LONG, kRoot, comm);
+  MPI_Bcast(&n, 1, MPI_LONG_LONG, root, comm);
   s.resize(size_t(n));
-  MPI_Bcast(s.data(), int(n), MPI_CHAR, kRoot, comm);
+  MPI_Bcast(s.data(), int(n), MPI_CHAR, root, comm);
 }
 
 // ------------------------------------------------------------------ channels
@@ -437,9 +437,21 @@ public:
       const std::string who = std::to_string(size_) + " rank(s), job distribution (" +
                               (dist_.static_split ? "static modulo split" : "dynamic, from rank 0") +
                               "); ";
-      return detail::with_whole_x<T>(run, where, who, [&](const auto& X, std::int64_t bytes_x) {
-        return f(X, bytes_x, channel);
-      });
+      // Every rank reads the whole X and validates it as it reads: a bad X fails every rank
+      // alike. The ranks agree on it before any of them runs (or writes) anything, so that it
+      // is reported once, by rank 0, as without MPI, instead of by each rank and MPI_Abort.
+      bool read = false;
+      try {
+        return detail::with_whole_x<T>(run, where, who, [&](const auto& X, std::int64_t bytes_x) {
+          read = true;
+          agree_on_x("");
+          return f(X, bytes_x, channel);
+        });
+      } catch (const InputError& e) {
+        if (read) throw;  // agree_on_x's, or an error of the run itself (that rank's alone)
+        agree_on_x(e.what());
+        throw;
+      }
     }
     const auto& choice = where.x.choice;
     if (!c.quiet)
@@ -464,6 +476,19 @@ public:
     long long peak = sum.peak_device_bytes;
     MPI_Allreduce(MPI_IN_PLACE, &peak, 1, MPI_LONG_LONG, MPI_MAX, comm_);
     sum.peak_device_bytes = peak;
+  }
+
+  /// Collective, in the job distribution, once X is read: `error` is this rank's InputError
+  /// from reading X ("" when X was read and valid). When any rank has one, every rank throws
+  /// the first such rank's, marked as failed together (reported once, no rank aborts).
+  void agree_on_x(const std::string& error) {
+    int first = error.empty() ? size_ : rank_;
+    MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, comm_);
+    if (first == size_) return;
+    std::string message = error;
+    bcast_string(comm_, message, first);
+    failed_together_ = true;
+    throw InputError(message);
   }
 
   /// Rank 0 stores every replicate (its own and those the others send), so its count of the

@@ -341,4 +341,30 @@ TEST_F(MpiDriver, NonFiniteReplicatesFailTheRunOnEveryRank) {
   EXPECT_FALSE(io::ResultsReader::open(out).complete());
 }
 
+// A bad X (a NaN value) under the job distribution: every rank reads and validates X, so each
+// met the error, printed it ("... (rank 1)") and MPI_Abort ended the job with Open MPI's
+// banner. The ranks now agree on it before anything runs: one line, from rank 0, exit 1 on
+// every rank, and nothing written, as without MPI.
+TEST_F(MpiDriver, BadXIsReportedOnceAsWithoutMpi) {
+  TempDir tmp("knmf-mpi-bad-x");
+  const fs::path in = tmp / "in.h5ad", out = tmp / "r.h5";
+  fs::copy_file(data_dir() / "h5ad" / "bad_nan_value.h5ad", in);
+  const auto r = run({MPIEXEC, "-n", std::to_string(np()), "--oversubscribe", "sh", "-c",
+                      "\"$0\" \"$@\"; echo \"rank exit status $?\"", KNMF_DRIVER_PATH, "factorize",
+                      in.string(), "-k", "2", "--n-iter", "2", "-o", out.string(), "--quiet"});
+  std::vector<std::string> errors;
+  std::size_t ones = 0;
+  for (const auto& l : lines(r.out)) {
+    if (l.rfind("knmf: error: ", 0) == 0) errors.push_back(l);
+    if (l == "rank exit status 1") ++ones;
+  }
+  ASSERT_EQ(errors.size(), 1u) << r.out;
+  EXPECT_NE(errors[0].find(in.string()), std::string::npos) << errors[0];
+  EXPECT_NE(errors[0].find("not finite"), std::string::npos) << errors[0];
+  EXPECT_EQ(errors[0].find("(rank"), std::string::npos) << errors[0];
+  EXPECT_EQ(r.out.find("MPI_ABORT"), std::string::npos) << r.out;
+  EXPECT_EQ(ones, std::size_t(np())) << "every rank exits 1\n" << r.out;
+  EXPECT_FALSE(fs::exists(out));
+}
+
 }  // namespace
