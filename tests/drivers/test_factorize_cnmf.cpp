@@ -1,9 +1,13 @@
 // `knmf factorize` in cNMF mode, end to end on cNMF's real prepared run (pbmcA), as a process.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <fstream>
 #include <map>
 #include <set>
 
+#include "driver_fixtures.hpp"
 #include "driver_support.hpp"
 #include "knmf/io/cnmf_files.hpp"
 #include "knmf/io/dataframe.hpp"
@@ -196,6 +200,27 @@ TEST_F(CnmfMode, OutputDirectoryThatIsNotADirectoryIsRefused) {
   EXPECT_NE(r.status, 0);
   ASSERT_EQ(lines(r.out).size(), 1u) << r.out;
   EXPECT_NE(r.out.find(file.string()), std::string::npos) << r.out;
+}
+
+// A run killed while it checked that cnmf_tmp takes new files left that check's temporary
+// (..knmf-write-probe.knmf-tmp-PID-N); the next run left it there for good (found by
+// soak_kill_resume). The next run removes it now, and keeps a live run's.
+TEST(CnmfModeFiles, AKilledRunsWriteProbeIsRemovedByTheNextRun) {
+  TempDir tmp("knmf-cnmf-probe");
+  write_small_counts(tmp / "x.h5ad", 40, 8);
+  const auto p = make_cnmf_run(tmp.path(), "run", tmp / "x.h5ad");
+  // a process that has ended: its pid is free (not reused within this test)
+  const pid_t dead = fork();
+  if (dead == 0) _exit(0);
+  waitpid(dead, nullptr, 0);
+  const fs::path stale = fs::path(p.tmp_dir()) / ("..knmf-write-probe.knmf-tmp-" + std::to_string(dead) + "-0");
+  const fs::path live = fs::path(p.tmp_dir()) / ("..knmf-write-probe.knmf-tmp-" + std::to_string(getpid()) + "-0");
+  std::ofstream(stale).put('x');
+  std::ofstream(live).put('x');
+  const auto r = run_knmf({"factorize", "--output-dir", tmp.path().string(), "--name", "run", "--quiet"});
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_FALSE(fs::exists(stale)) << "the dead run's probe";
+  EXPECT_TRUE(fs::exists(live)) << "a live process's probe";
 }
 
 }  // namespace
