@@ -113,6 +113,9 @@ void require_writable_target(const fs::path& target, const std::string& what) {
   std::error_code ec;
   if (target.filename().empty() || fs::is_directory(target, ec))
     input_error(w, ": is a folder, not a file");
+  // a run killed while probing left its probe: removed here, like any temporary of the target
+  // whose writer no longer runs (a live writer's is kept)
+  remove_leftover_temps(target);
   AtomicFile probe(target, w);  // the folder takes a new file; the probe is removed on return
 }
 

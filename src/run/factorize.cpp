@@ -85,9 +85,7 @@ void require_writable_dir(const fs::path& dir, const std::string& option) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec))
     input_error(option, " '", dir.string(), "': not an existing directory");
-  // a run killed while probing left its probe's temporary: removed here (a live run's is kept)
-  io::remove_leftover_temps(dir / ".knmf-write-probe");
-  io::AtomicFile probe(dir / ".knmf-write-probe", option + " '" + dir.string() + "'");  // removed on return
+  io::require_writable_target(dir / ".knmf-write-probe", option + " '" + dir.string() + "'");
 }
 
 }  // namespace

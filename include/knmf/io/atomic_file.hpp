@@ -55,7 +55,7 @@ private:
 /// Checks, before anything is computed, that an AtomicFile could write `target`: InputError
 /// naming `what` (the target's path by default) when `target` is a folder or its folder is
 /// missing or takes no new file. Leaves nothing behind (a probe temporary is created and
-/// removed).
+/// removed), and removes what a killed probe or writer of `target` left (remove_leftover_temps).
 void require_writable_target(const std::filesystem::path& target, const std::string& what = {});
 
 /// The file name of the target that `filename` (no folder) is a temporary of, and in `pid`
