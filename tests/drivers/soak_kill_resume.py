@@ -231,8 +231,8 @@ def soak(knmf, mode, rng, kills, work, t_ref, t_startup, ref, run_args, state_of
             rounds += 1
             if rounds > 3 * kills:
                 fail(f"{mode}: {rounds} sessions finished before their kill")
-            share = (total - done) / total
-            t_ref = min(t_ref, t_startup + max(ran - t_startup, 0.0) / share)
+            if done < total:  # (a session that found all done has nothing to time)
+                t_ref = min(t_ref, t_startup + max(ran - t_startup, 0.0) * total / (total - done))
             restart()
             done = 0
             continue

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <fstream>
 
 #include "driver_support.hpp"
@@ -170,8 +171,13 @@ TEST(FactorizeRefusals, CorruptHdf5ObjectsEndInOneErrorLine) {
     TempDir tmp("knmf-refuse-corrupt");
     const fs::path in = tmp / "in.h5ad";
     fs::copy_file(data_dir().parent_path() / "fuzz" / "hdf5-bugs" / name, in);
+    // HDF5 1.10 leaks what it loaded of a corrupt header (tests/fuzz/hdf5-bugs/README.md): in
+    // the sanitizer build LeakSanitizer is off for these runs alone (HDF5's bug, not knmf's)
+    const char* asan = std::getenv("ASAN_OPTIONS");
+    const std::string env = "ASAN_OPTIONS=" + shell_quote(std::string(asan ? asan : "") +
+                                                          (asan && *asan ? ":" : "") + "detect_leaks=0");
     const auto r = run_knmf({"factorize", in.string(), "-k", "2", "--n-iter", "1", "-o",
-                             (tmp / "r.h5").string(), "--quiet"});
+                             (tmp / "r.h5").string(), "--quiet"}, env);
     expect_one_error_line(r, {in.string() + ": " + message}, name);
     EXPECT_EQ(r.out.find("HDF5"), std::string::npos) << name << "\n" << r.out;
     EXPECT_EQ(files_under(tmp.path()), std::vector<std::string>{"in.h5ad"}) << name;
