@@ -94,9 +94,12 @@ TEST(MemoryModel, SizesAre64BitAndChecked) {
     return std::string("no InputError");
   };
   // n k s, k k and k g s each past 2^63
-  for (auto [n, g, k] : {std::tuple{big * big, std::int64_t{1}, 4}, std::tuple{big, big, kmax},
-                         std::tuple{std::int64_t{1}, big * big, 2}}) {
-    const std::string m = message([&] { bytes_per_replicate(n, g, k, 8, false); });
+  for (const auto& [n, g, k] : {std::tuple{big * big, std::int64_t{1}, 4}, std::tuple{big, big, kmax},
+                                std::tuple{std::int64_t{1}, big * big, 2}}) {
+    // (copies: a lambda capturing structured bindings is C++20, an error for nvcc in C++17)
+    const std::int64_t rows = n, cols = g;
+    const int comps = k;
+    const std::string m = message([&] { bytes_per_replicate(rows, cols, comps, 8, false); });
     EXPECT_NE(m.find("does not fit in 64 bits"), std::string::npos) << n << " " << g << " " << k << ": " << m;
   }
   // a forced --batch whose total passes 2^63
