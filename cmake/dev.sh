@@ -77,10 +77,14 @@ case "$cmd" in
     bdir=${KNMF_BUILD_DIR:-build-cuda-sm$arch}
     # -arch for CMake's own compiler checks (nvcc_wrapper's default sm_70 is gone in CUDA 13);
     # knmf's targets get Kokkos' architecture flags from Kokkos::kokkos.
+    # KNMF_CUDA_LIBRARY_ONLY=1: the library and the driver only (the kernels for this
+    # architecture; the tests' and benchmarks' host code is the same for every architecture)
+    tests=ON
+    [[ "${KNMF_CUDA_LIBRARY_ONLY:-0}" == 1 ]] && tests=OFF
     mkdir -p "$bdir"
     configure_build "$bdir" "$prefix" -DCMAKE_CXX_COMPILER="$prefix/bin/nvcc_wrapper" \
-      -DCMAKE_CXX_FLAGS="-arch=sm_$arch" -DKNMF_ENABLE_MPI=ON -DKNMF_ENABLE_PERF=ON \
-      -DKNMF_ENABLE_TESTS=ON -DKNMF_WARNINGS_AS_ERRORS=ON 2>&1 | tee "$bdir/cuda-build.log"
+      -DCMAKE_CXX_FLAGS="-arch=sm_$arch" -DKNMF_ENABLE_MPI=ON -DKNMF_ENABLE_PERF=$tests \
+      -DKNMF_ENABLE_TESTS=$tests -DKNMF_WARNINGS_AS_ERRORS=ON 2>&1 | tee "$bdir/cuda-build.log"
     # No warning may pass: nvcc's warnings about device code are GPU bugs in waiting.
     if grep -Ei 'warning' "$bdir/cuda-build.log" >&2; then
       echo "cuda-build sm_$arch: the compilers printed warnings (above; full log $bdir/cuda-build.log)" >&2
