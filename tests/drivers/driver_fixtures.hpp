@@ -8,6 +8,7 @@
 #include <fstream>
 #include <string>
 #include <utility>
+#include <type_traits>
 #include <vector>
 
 #include "knmf/io/cnmf_files.hpp"
@@ -25,22 +26,27 @@ inline std::vector<std::string> files_under(const std::filesystem::path& dir) {
   return v;
 }
 
-/// `n` cells x `g` genes of small positive counts (1..5, about two thirds of the entries),
-/// written as a CSR h5ad (gene names given, or knmf's default).
-inline void write_small_counts(const std::filesystem::path& path, int n, int g,
-                               std::vector<std::string> genes = {}) {
-  io::CsrBlock<float> X;
+/// n cells x g genes of small counts (1..5, about two thirds of the entries), each times
+/// `scale`, stored as T (float32 or float64); with `huge` > 0 the entry (3, 2) is `huge`
+/// instead; gene names given or knmf's default.
+template <class T = float>
+void write_small_counts(const std::filesystem::path& path, int n, int g,
+                        std::vector<std::string> genes = {}, double scale = 1.0, double huge = 0.0) {
+  io::CsrBlock<T> X;
   X.row_end = n;
   X.ncols = g;
   for (int i = 0; i < n; ++i) {
     for (int j = 0; j < g; ++j)
       if ((i + 2 * j) % 3 != 0) {
         X.cols.push_back(j);
-        X.values.push_back(float(1 + (i * 7 + j * 3) % 5));
+        const double v = (i == 3 && j == 2 && huge > 0) ? huge : scale * (1 + (i * 7 + j * 3) % 5);
+        X.values.push_back(T(v));
       }
     X.row_offsets.push_back(std::int64_t(X.values.size()));
   }
-  io::write_h5ad(path, X, {}, std::move(genes));
+  io::H5adWriteOptions o;
+  o.value_type = std::is_same_v<T, double> ? io::ValueType::Float64 : io::ValueType::Float32;
+  io::write_h5ad(path, X, {}, std::move(genes), o);
 }
 
 /// One row of cNMF's job table: (n_components, iter, nmf_seed).

@@ -24,25 +24,11 @@ using namespace knmf;
 using namespace knmf::test;
 namespace fs = std::filesystem;
 
-/// 40 cells x 8 genes of small counts (1..5, about two thirds of the entries), each times
-/// `scale`; with `huge` > 0 the entry (3, 2) is `huge` instead.
+/// 40 cells x 8 genes of small counts, each times `scale`; with `huge` > 0 the entry (3, 2)
+/// is `huge` instead (driver_fixtures.hpp).
 template <class T>
 void write_x(const fs::path& path, double scale, double huge = 0.0) {
-  io::CsrBlock<T> X;
-  X.row_end = 40;
-  X.ncols = 8;
-  for (int i = 0; i < 40; ++i) {
-    for (int j = 0; j < 8; ++j)
-      if ((i + 2 * j) % 3 != 0) {
-        X.cols.push_back(j);
-        const double v = (i == 3 && j == 2 && huge > 0) ? huge : scale * (1 + (i * 7 + j * 3) % 5);
-        X.values.push_back(T(v));
-      }
-    X.row_offsets.push_back(std::int64_t(X.values.size()));
-  }
-  io::H5adWriteOptions o;
-  o.value_type = std::is_same_v<T, double> ? io::ValueType::Float64 : io::ValueType::Float32;
-  io::write_h5ad(path, X, {}, {}, o);
+  write_small_counts<T>(path, 40, 8, {}, scale, huge);
 }
 
 /// The last line is "knmf: error: ..." holding every needle; exit status 1.

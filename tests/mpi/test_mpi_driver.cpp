@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <set>
 
+#include "driver_fixtures.hpp"
 #include "driver_support.hpp"
 #include "knmf/io/dataframe.hpp"
 #include "knmf/io/h5ad.hpp"
@@ -310,20 +311,7 @@ TEST_F(MpiDriver, SummaryAndNothingToDoAreThoseOfOneProcess) {
 TEST_F(MpiDriver, NonFiniteReplicatesFailTheRunOnEveryRank) {
   TempDir tmp("knmf-mpi-nonfinite");
   const fs::path in = tmp / "in.h5ad", out = tmp / "r.h5";
-  io::CsrBlock<double> X;
-  X.row_end = 40;
-  X.ncols = 8;
-  for (int i = 0; i < 40; ++i) {
-    for (int j = 0; j < 8; ++j)
-      if ((i + 2 * j) % 3 != 0) {
-        X.cols.push_back(j);
-        X.values.push_back(1e154 * (1 + (i * 7 + j * 3) % 5));
-      }
-    X.row_offsets.push_back(std::int64_t(X.values.size()));
-  }
-  io::H5adWriteOptions o;
-  o.value_type = io::ValueType::Float64;
-  io::write_h5ad(in, X, {}, {}, o);
+  write_small_counts<double>(in, 40, 8, {}, 1e154);
   const auto r = run({MPIEXEC, "-n", std::to_string(np()), "--oversubscribe", "sh", "-c",
                       "\"$0\" \"$@\"; echo \"rank exit status $?\"", KNMF_DRIVER_PATH, "factorize",
                       in.string(), "-k", "2", "3", "--n-iter", "3", "--max-iter", "30", "-o",
