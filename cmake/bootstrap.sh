@@ -52,6 +52,8 @@ pkgs=(cmake ninja-build g++ pkg-config ccache curl ca-certificates libhdf5-dev l
       python3-numpy python3-scipy python3-sklearn python3-pandas python3-h5py python3-anndata
       python3-yaml
       clang-14 libclang-rt-14-dev)  # libFuzzer + sanitizers (libclang_rt.fuzzer): tests/fuzz
+# (libopenblas-dev is BLAS for Kokkos Kernels and LAPACK for the NNDSVD init: find_package(LAPACK)
+# with BLA_VENDOR=OpenBLAS; python3-sklearn/scipy are only for tests/scripts/make_golden_*.py)
 if [[ "${KNMF_SKIP_APT:-0}" != 1 ]]; then
   missing=()
   for p in "${pkgs[@]}"; do

@@ -21,6 +21,7 @@ void allreduce_view(MPI_Comm comm, const ExecSpace& space, const V& v) {
 template <class Inner>
 struct RowPartition<mpi::DistributedMatrix<Inner>> {
   using X = mpi::DistributedMatrix<Inner>;
+  static constexpr bool whole_matrix = false;  // this rank's rows only
   static size_type global_rows(const X& x) { return x.global_rows(); }
   static size_type row_offset(const X& x) { return x.row_offset(); }
   template <class T>

@@ -453,6 +453,14 @@ public:
         throw;
       }
     }
+    // every rank holds the same plan: all refuse together (reported once), before reading X
+    if (run.plan.solver.init != InitKind::random) {
+      failed_together_ = true;
+      input_error("--init ", to_string(run.plan.solver.init),
+                  " is not available with X partitioned by rows (--distribute rows): the "
+                  "randomized SVD's LU and QR need every row on one rank; use --distribute jobs "
+                  "or --init random");
+    }
     const auto& choice = where.x.choice;
     if (!c.quiet)
       run.log << "plan: " << size_ << " rank(s), X partitioned by rows ("

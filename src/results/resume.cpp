@@ -33,6 +33,7 @@ std::pair<std::string, std::string> differences(const RunInfo& a, const RunInfo&
         {"--l1-ratio", format_double(r.solver.l1_ratio)},
         {"--zero-guard", to_string(r.solver.zero_guard)},
         {"--eps", format_double(r.solver.eps)},
+        {"--init", to_string(r.solver.init)},
         {"--dtype", to_string(r.dtype)},
         {"--beta-loss", r.beta_loss},
         {"--save-usages", r.save_usages ? "on" : "off"},

@@ -227,6 +227,7 @@ void write_info(const std::string& file, hid_t fid, const RunInfo& r, bool compl
   h5::write_double_scalar_attr(file, g, "l1_ratio", r.solver.l1_ratio);
   h5::write_string_attr(file, g, "zero_guard", to_string(r.solver.zero_guard));
   h5::write_double_scalar_attr(file, g, "eps", r.solver.eps);
+  h5::write_string_attr(file, g, "init", to_string(r.solver.init));
   h5::write_string_attr(file, g, "dtype", to_string(r.dtype));
   h5::write_string_attr(file, g, "beta_loss", r.beta_loss);
   h5::write_int_scalar_attr(file, g, "save_usages", r.save_usages ? 1 : 0);
@@ -337,6 +338,9 @@ RunInfo read_info(const std::string& file, hid_t fid) {
   r.solver.l1_ratio = need_double(file, root, "l1_ratio");
   r.solver.zero_guard = parse_zero_guard(need_string(file, root, "zero_guard"), file + ": root attribute zero_guard");
   r.solver.eps = need_double(file, root, "eps");
+  // files written before --init existed lack it: their replicates started from init='random'
+  if (auto init = h5::string_attr(root, "init"))
+    r.solver.init = parse_init(*init, file + ": root attribute init");
   r.dtype = parse_dtype(need_string(file, root, "dtype"), file + ": root attribute dtype");
   r.beta_loss = need_string(file, root, "beta_loss");
   r.save_usages = need_int(file, root, "save_usages") != 0;

@@ -102,10 +102,8 @@ RunPlan plan_cnmf(const FactorizeConfig& c) {
   if (params.beta_loss != "frobenius")
     input_error(p.paths.nmf_run_parameters(), ": beta_loss '", params.beta_loss,
                 "' is not supported yet (knmf implements the Frobenius loss)");
-  if (params.init != "random")
-    input_error(p.paths.nmf_run_parameters(), ": init '", params.init,
-                "' is not supported (knmf implements scikit-learn's init='random')");
   p.solver = c.solver;
+  p.solver.init = parse_init(params.init, "init in " + p.paths.nmf_run_parameters());
   if (!c.solver_set) p.solver.solver = parse_solver(params.solver, "solver in " + p.paths.nmf_run_parameters());
   p.solver.tol = params.tol;
   p.solver.max_iter = params.max_iter;

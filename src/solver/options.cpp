@@ -40,6 +40,22 @@ ZeroGuard parse_zero_guard(const std::string& s, const std::string& option) {
   input_error(option, " '", s, "' is invalid: expected replace-zero or add-eps");
 }
 
+std::string to_string(InitKind i) {
+  switch (i) {
+    case InitKind::random: return "random";
+    case InitKind::nndsvd: return "nndsvd";
+    case InitKind::nndsvda: return "nndsvda";
+    case InitKind::nndsvdar: return "nndsvdar";
+  }
+  return "?";
+}
+
+InitKind parse_init(const std::string& s, const std::string& option) {
+  for (auto i : {InitKind::random, InitKind::nndsvd, InitKind::nndsvda, InitKind::nndsvdar})
+    if (s == to_string(i)) return i;
+  input_error(option, " '", s, "' is invalid: expected random, nndsvd, nndsvda or nndsvdar");
+}
+
 Regularization regularization(const SolverOptions& o, std::int64_t n, std::int64_t g) {
   Regularization r;
   r.l1_W = double(g) * o.alpha_W * o.l1_ratio;

@@ -727,6 +727,8 @@ def family_yaml(ctx):
     yield ycase("solver_number", sub("solver", "5"), ["solver"])
     yield ycase("beta_loss_unknown", sub("beta_loss", "poisson"), ["beta_loss", "poisson"])
     yield ycase("init_mapping", sub("init", "{a: 1}"), ["init"])
+    yield ycase("init_unknown", sub("init", "nnsvd"), ["init", "nnsvd"])
+    yield ycase("init_nndsvd_runs", sub("init", "nndsvd"), expect="ok")
     yield ycase("missing_max_iter", drop("max_iter"), ["max_iter"])
     yield ycase("missing_solver", drop("solver"), ["solver"])
     yield ycase("duplicated_key", YAML_BASE + "max_iter: 60\n", ["max_iter"])
@@ -851,6 +853,7 @@ def family_options(ctx):
     yield ocase("memory_limit_unit", nat_k + ["--device-memory-limit", "4Q"], ["--device-memory-limit", "4Q"])
     yield ocase("solver_unknown", nat_k + ["--solver", "als"], ["--solver", "als"])
     yield ocase("zero_guard_unknown", nat_k + ["--zero-guard", "clip"], ["--zero-guard", "clip"])
+    yield ocase("init_unknown", nat_k + ["--init", "svd"], ["--init", "svd"])
     yield ocase("max_iter_zero", ["factorize", "@D/x.h5ad", "-k", "2", "-o", "@D/r.h5", "--max-iter", "0"],
                 ["--max-iter", "0"])
     yield ocase("tol_negative", nat_k + ["--tol", "-1"], ["--tol", "-1"])

@@ -11,6 +11,9 @@
 #include "driver_support.hpp"
 #include "knmf/io/cnmf_files.hpp"
 #include "knmf/io/dataframe.hpp"
+#include "knmf/io/h5ad.hpp"
+#include "knmf/matrix/load.hpp"
+#include "knmf/solver/nmf.hpp"
 #include "test_support.hpp"
 
 namespace {
@@ -182,6 +185,9 @@ TEST(DriverErrors, OneLineMessagesAndNonZeroExit) {
        "--batch 'zero'"},
       {{"factorize", "--output-dir", tmp.path().string(), "--name", "x", "--dtype", "half"},
        "--dtype 'half'"},
+      {{"factorize", (tmp.path() / "in.h5ad").string(), "-k", "2", "-o", (tmp.path() / "r.h5").string(),
+        "--init", "bogus"},
+       "--init 'bogus'"},
   };
   for (const auto& c : cases) {
     const auto r = run_knmf(c.args);
@@ -221,6 +227,42 @@ TEST(CnmfModeFiles, AKilledRunsWriteProbeIsRemovedByTheNextRun) {
   ASSERT_EQ(r.status, 0) << r.out;
   EXPECT_FALSE(fs::exists(stale)) << "the dead run's probe";
   EXPECT_TRUE(fs::exists(live)) << "a live process's probe";
+}
+
+// cNMF's prepare --init nndsvd writes `init: nndsvd` in the yaml: the run factorizes from
+// scikit-learn's NNDSVD (with CD, as cNMF's own run does), and each spectra file is the
+// library's factorization of X from that init.
+TEST(CnmfModeFiles, InitNndsvdInTheYamlFactorizesFromNndsvd) {
+  TempDir tmp("knmf-cnmf-nndsvd");
+  write_small_counts(tmp / "x.h5ad", 40, 8);
+  const auto p = make_cnmf_run(tmp.path(), "run", tmp / "x.h5ad", {{2, 0, 101}, {3, 0, 102}});
+  std::ofstream(p.nmf_run_parameters())
+      << "alpha_H: 0.0\nalpha_W: 0.0\nbeta_loss: frobenius\ninit: nndsvd\nl1_ratio: 0.0\n"
+         "max_iter: 50\nsolver: cd\ntol: 0.0001\n";
+  const auto r = run_knmf({"factorize", "--output-dir", tmp.path().string(), "--name", "run", "--quiet"});
+  ASSERT_EQ(r.status, 0) << r.out;
+  auto reader = io::H5adReader::open(tmp / "x.h5ad");
+  const auto X = load_dense<double>(ExecSpace(), reader);
+  SolverOptions o;
+  o.max_iter = 50;
+  for (const auto& [k, seed] : {std::pair{2, 101}, std::pair{3, 102}}) {
+    o.init = InitKind::nndsvd;
+    const auto want = factorize(ExecSpace(), X, {Job{k, 0, seed, 0}}, 1, o);
+    o.init = InitKind::random;
+    const auto other = factorize(ExecSpace(), X, {Job{k, 0, seed, 0}}, 1, o);
+    const auto df = io::read_df_npz(p.iter_spectra(k, 0));
+    ASSERT_EQ(df.rows, k);
+    ASSERT_EQ(df.cols, 8);
+    const std::vector<double>& got = df.data;
+    EXPECT_LT(max_rel_diff(got, want[0].H), 1e-12) << "k " << k;
+    EXPECT_GT(max_rel_diff(got, other[0].H), 1e-6) << "k " << k << ": the same as init random";
+  }
+  // --init is the yaml's in cNMF mode
+  const auto bad = run_knmf({"factorize", "--output-dir", tmp.path().string(), "--name", "run",
+                             "--init", "nndsvda"});
+  EXPECT_NE(bad.status, 0);
+  ASSERT_EQ(lines(bad.out).size(), 1u) << bad.out;
+  EXPECT_NE(bad.out.find("--init cannot be used in cNMF mode"), std::string::npos) << bad.out;
 }
 
 }  // namespace

@@ -283,6 +283,24 @@ TEST_F(MpiDriver, RunThatCannotFitStopsBeforeTheResultsFileAsWithoutMpi) {
   EXPECT_FALSE(fs::exists(out));
 }
 
+TEST_F(MpiDriver, NndsvdRunsWithTheJobDistributionAndIsRefusedByTheRowPartition) {
+  TempDir tmp("knmf-mpi-nndsvd");
+  const auto out = (tmp.path() / "r.h5").string();
+  const auto rows = run_lines(mpi({"factorize", counts(), "-k", "5", "--n-iter", "2", "-o", out,
+                                   "--init", "nndsvd", "--distribute", "rows", "--quiet"}));
+  EXPECT_NE(rows.status, 0) << rows.out;
+  const auto ls = knmf_lines(rows.out);
+  ASSERT_EQ(ls.size(), 1u) << rows.out;
+  EXPECT_EQ(ls[0], "knmf: error: --init nndsvd is not available with X partitioned by rows "
+                   "(--distribute rows): the randomized SVD's LU and QR need every row on one "
+                   "rank; use --distribute jobs or --init random");
+  EXPECT_FALSE(fs::exists(out)) << "no output for a run that cannot start";
+  const auto jobs = run_lines(mpi({"factorize", counts(), "-k", "5", "--n-iter", "2", "-o", out,
+                                   "--init", "nndsvd", "--max-iter", "20", "--quiet"}));
+  EXPECT_EQ(jobs.status, 0) << jobs.out;
+  EXPECT_TRUE(fs::exists(out));
+}
+
 TEST_F(MpiDriver, SummaryAndNothingToDoAreThoseOfOneProcess) {
   TempDir tmp("knmf-mpi-summary");
   const auto out = (tmp.path() / "r.h5").string();

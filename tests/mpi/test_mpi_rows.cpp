@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include "knmf/core/error.hpp"
 #include "knmf/matrix/load.hpp"
 #include "knmf/mpi/distributed.hpp"
 #include "solver_fixtures.hpp"
@@ -127,6 +128,30 @@ TEST(MpiRows, SparseMu) { check<CsrMatrix<double>>(SolverKind::mu, false); }
 TEST(MpiRows, SparseCd) { check<CsrMatrix<double>>(SolverKind::cd, false); }
 TEST(MpiRows, DenseMuWithAnEmptyRank) { check<DenseMatrix<double>>(SolverKind::mu, true); }
 TEST(MpiRows, SparseCdWithAnEmptyRank) { check<CsrMatrix<double>>(SolverKind::cd, true); }
+
+// NNDSVD's host LU/QR need every row: a row-partitioned X refuses it (every rank alike), and
+// the fixed-H refit, which uses no init, still runs.
+TEST(MpiRows, NndsvdInitIsRefusedOnARowPartition) {
+  const auto d = synth();
+  const auto [r0, r1] = split(d.n, false);
+  auto X = block_of<DenseMatrix<double>>(d, r0, r1);
+  SolverOptions o;
+  o.init = InitKind::nndsvda;
+  std::vector<Job> jobs{{4, 0, 5, 0}};
+  try {
+    factorize(ExecSpace(), X, jobs, 1, o);
+    FAIL() << "nndsvda accepted on a row partition";
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("--init nndsvda is not available with X partitioned by rows", 0), 0u)
+        << e.what();
+  }
+  o.max_iter = 5;
+  auto full = DenseMatrix<double>::from_host(ExecSpace(), d.n, d.g, d.x.data());
+  o.init = InitKind::random;
+  const auto ref = factorize(ExecSpace(), full, jobs, 1, o);
+  o.init = InitKind::nndsvda;
+  EXPECT_EQ(refit_usages(ExecSpace(), X, {ref[0].H}, 4, 1, o).size(), 1u);
+}
 
 TEST(MpiRows, BalancedSplitCoversAllRowsOnce) {
   std::vector<size_type> prefix{0};

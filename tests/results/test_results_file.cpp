@@ -253,6 +253,12 @@ TEST(ResultsFile, ChangedOptionsAreRefusedNamingEachOne) {
                      "genes [7] 'X': use a new -o file or the same options");
 
   other = info;
+  other.solver.init = knmf::InitKind::nndsvd;
+  EXPECT_EQ(input_error_of([&] { ResultsWriter::create_or_resume(path, other, fast()); }),
+            path.string() + " was written with --init random; this run asks --init nndsvd: use a "
+                            "new -o file or the same options");
+
+  other = info;
   other.n_cells = 31;
   other.input = "other.h5ad";
   other.ks = {3, 4, 6};
@@ -744,7 +750,8 @@ a = f.attrs
 assert a["format"] == "knmf-results", a["format"]
 assert int(a["format_version"]) == 3
 for name in ["knmf_version", "kokkos_version", "backend", "device", "created", "input",
-             "input_absolute", "input_fingerprint", "solver", "zero_guard", "dtype", "beta_loss"]:
+             "input_absolute", "input_fingerprint", "solver", "zero_guard", "dtype", "beta_loss",
+             "init"]:
     assert isinstance(a[name], str), name
 for name in ["batch_size", "n_iter", "seed", "max_iter", "check_every", "save_usages", "complete",
              "format_version"]:
@@ -756,6 +763,7 @@ n, g = (int(x) for x in a["input_shape"])
 assert (n, g) == (30, 40)
 assert a["tol"] == 1e-4 and a["solver"] == "mu" and a["dtype"] == "float" and a["complete"] == 1
 assert a["zero_guard"] == "replace-zero" and a["input"] == "data/synthetic.h5ad"
+assert a["init"] == "random"
 assert a["input_absolute"] == "/data/synthetic.h5ad" and a["input_fingerprint"] == "0123456789abcdef"
 genes = f["genes"].asstr()[:]
 assert len(genes) == g and genes[1] == "G\u00e8ne-1" and genes[39] == "G39"

@@ -59,6 +59,7 @@ inline void expect_same_run(const io::RunInfo& a, const io::RunInfo& b) {
   EXPECT_EQ(a.solver.l1_ratio, b.solver.l1_ratio);
   EXPECT_EQ(a.solver.zero_guard, b.solver.zero_guard);
   EXPECT_EQ(a.solver.eps, b.solver.eps);
+  EXPECT_EQ(a.solver.init, b.solver.init);
   EXPECT_EQ(a.dtype, b.dtype);
   EXPECT_EQ(a.beta_loss, b.beta_loss);
   EXPECT_EQ(a.save_usages, b.save_usages);

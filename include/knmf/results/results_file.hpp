@@ -23,6 +23,7 @@
 ///     n_iter, seed, max_iter, check_every        int64
 ///     tol, alpha_W, alpha_H, l1_ratio, eps       float64
 ///     solver ("cd"|"mu"), zero_guard ("replace-zero"|"add-eps"), dtype ("float"|"double"),
+///     init ("random"|"nndsvd"|"nndsvda"|"nndsvdar"; absent in older files: "random"),
 ///     beta_loss ("frobenius")                    str
 ///     save_usages      int64  0/1
 ///     complete         int64  0/1: set to 1 last, once every replicate is committed (never
@@ -116,7 +117,7 @@ struct RunInfo {
   std::vector<int> ks;             ///< ranks; sorted and made unique by the writer
   int n_iter = 0;                  ///< replicates per k
   std::int64_t seed = 0;           ///< seed of the job table
-  /// solver, tol, max_iter, check_every, alpha_W, alpha_H, l1_ratio, zero_guard, eps.
+  /// solver, tol, max_iter, check_every, alpha_W, alpha_H, l1_ratio, zero_guard, eps, init.
   /// `return_W` is not recorded: `save_usages` is.
   SolverOptions solver;
   Dtype dtype = Dtype::float32;         ///< precision of X and the solver (stored as "float"|"double")

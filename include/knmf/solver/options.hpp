@@ -18,6 +18,12 @@ enum class ZeroGuard {
   add_eps,       ///< PyTorch engine: add `eps` to every denominator
 };
 
+/// How each replicate's W0, H0 are made: scikit-learn's `init` (`_initialize_nmf`).
+/// `random`: scaled |N(0,1)| draws (the default; cNMF's default). `nndsvd`: from a rank-k
+/// randomized SVD of X (Boutsidis & Gallopoulos), zeros kept; `nndsvda`: its zeros filled
+/// with mean(X); `nndsvdar`: its zeros filled with |mean(X) N(0,1) / 100|.
+enum class InitKind { random, nndsvd, nndsvda, nndsvdar };
+
 struct SolverOptions {
   SolverKind solver = SolverKind::cd;
   int max_iter = 1000;          ///< cNMF's default (scikit-learn's own default is 200)
@@ -29,6 +35,7 @@ struct SolverOptions {
   ZeroGuard zero_guard = ZeroGuard::replace_zero;
   double eps = 1e-9;            ///< added when zero_guard == add_eps
   bool return_W = false;        ///< also return each replicate's usages W (n x k)
+  InitKind init = InitKind::random;  ///< W0, H0 of a factorization (a refit does not use it)
 
   /// Throws InputError naming the option and its value when out of range.
   void validate() const;
@@ -36,9 +43,12 @@ struct SolverOptions {
 
 std::string to_string(SolverKind s);
 std::string to_string(ZeroGuard z);
+std::string to_string(InitKind i);
 /// Parses "mu"/"cd" (InputError naming `option` otherwise).
 SolverKind parse_solver(const std::string& s, const std::string& option = "--solver");
 ZeroGuard parse_zero_guard(const std::string& s, const std::string& option = "--zero-guard");
+/// Parses "random"/"nndsvd"/"nndsvda"/"nndsvdar" (InputError naming `option` otherwise).
+InitKind parse_init(const std::string& s, const std::string& option = "--init");
 
 /// Regularization scales as scikit-learn computes them from (alpha, l1_ratio) and X's shape:
 /// l1_W = g * alpha_W * l1_ratio, l2_W = g * alpha_W * (1 - l1_ratio), and with n for H.

@@ -19,6 +19,7 @@
 #include "knmf/solver/init.hpp"
 #include "knmf/solver/nmf.hpp"
 #include "kernels.hpp"
+#include "nndsvd.hpp"
 #include "partition.hpp"
 #include "rules.hpp"
 #include "slot_batch.hpp"
@@ -74,6 +75,17 @@ public:
     KNMF_ASSERT(mode != RunMode::refit || spectra != nullptr, "refit needs spectra");
     n_ = X.rows();
     g_ = X.cols();
+    if (mode == RunMode::factorize && opts.init != InitKind::random) {
+      if constexpr (!Part::whole_matrix)
+        input_error("--init ", to_string(opts.init),
+                    " is not available with X partitioned by rows (--distribute rows): the "
+                    "randomized SVD's LU and QR need every row on one rank; use --distribute "
+                    "jobs or --init random");
+      if (size_type(k) > std::min(X.rows(), X.cols()))
+        input_error("--init ", to_string(opts.init), ": k = ", k,
+                    " is invalid: it must be <= min(cells, genes) = ", std::min(X.rows(), X.cols()),
+                    " (scikit-learn's rule; --init random has no such limit)");
+    }
     n_global_ = Part::global_rows(X);
     row0_ = Part::row_offset(X);
     reg_ = regularization(opts, n_global_, g_);
@@ -165,7 +177,12 @@ private:
     if (mode_ == RunMode::factorize) {
       // every row block draws the whole W0 (the RNG stream is sequential) and keeps its rows
       std::vector<T> h(size_t(k_ * g_)), w(size_t(n_global_ * k_));
-      random_init<T>(job.seed, mean_, k_, n_global_, g_, h.data(), w.data());
+      if (opt_.init == InitKind::random) {
+        random_init<T>(job.seed, mean_, k_, n_global_, g_, h.data(), w.data());
+      } else if constexpr (Part::whole_matrix) {
+        // each replicate its own randomized SVD from its seed, as cNMF's jobs do
+        nndsvd_init(space_, X_, k_, job.seed, opt_.init, mean_, h.data(), w.data());
+      }
       b_.upload_rows_right(h.data(), r, b_.H, b_.H_next, g_);
       b_.upload_rows_left(w.data() + row0_ * k_, r, b_.W, b_.P, n_);
     } else {

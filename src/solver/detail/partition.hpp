@@ -17,6 +17,8 @@ namespace knmf::detail {
 
 template <class XMat>
 struct RowPartition {
+  /// Whether X holds every row of the full matrix (NNDSVD's host LU/QR need them all).
+  static constexpr bool whole_matrix = true;
   /// Rows of the full matrix (n of the regularization and the init draws).
   static size_type global_rows(const XMat& X) { return X.rows(); }
   /// Index of this block's first row in the full matrix.

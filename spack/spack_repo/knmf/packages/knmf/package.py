@@ -60,6 +60,7 @@ class Knmf(CMakePackage, CudaPackage):
     depends_on("mpi", when="+mpi")
     depends_on("zlib-api")
     depends_on("yaml-cpp")
+    depends_on("lapack")  # NNDSVD init's host LU/QR/SVD (dgetrf, dgeqrf, dorgqr, dgesdd)
     depends_on("cairo+png+ft+fc")  # PNG figures of consensus / k-selection (text via FreeType)
     depends_on("cli11", type="build")  # header-only, used by the driver
     depends_on("nlohmann-json", type="build")  # header-only: --log-json, test goldens
