@@ -284,7 +284,7 @@ PrepareResult prepare_counts(const CountSource& src, const PrepareOptions& opts)
     std::vector<double> m, v;
     std::vector<std::int32_t> pos;
     for (size_t j = 0; j < g; ++j) {
-      if (!(gene_total[j] > 0)) continue;
+      if (!(gene_total[j] > 0) && !opts.zero_genes_in_statistics) continue;
       pos.push_back(std::int32_t(j));
       m.push_back(tpm_mean[j]);
       v.push_back(tpm_sq[j] - tpm_mean[j] * tpm_mean[j]);
@@ -410,7 +410,14 @@ void write_gene_list(const std::string& path, const PrepareResult& result) {
 }
 
 void write_tpm_stats(const std::string& path, const PrepareResult& result) {
+  write_tpm_stats(path, result, {});
+}
+
+void write_tpm_stats(const std::string& path, const PrepareResult& result,
+                     const std::vector<std::string>& gene_names) {
   const auto& st = result.stats;
+  if (!gene_names.empty() && gene_names.size() != st.mean.size())
+    input_error(path, ": ", gene_names.size(), " gene names for ", st.mean.size(), " genes");
   io::DataFrame df;
   df.rows = std::int64_t(st.mean.size());
   df.cols = 2;
@@ -419,7 +426,12 @@ void write_tpm_stats(const std::string& path, const PrepareResult& result) {
     df.data[2 * j] = st.mean[j];
     df.data[2 * j + 1] = std::sqrt(std::max(st.var[j], 0.0));
   }
-  for (std::int64_t j = 0; j < df.rows; ++j) df.index.emplace_back(j);
+  for (std::int64_t j = 0; j < df.rows; ++j) {
+    if (gene_names.empty())
+      df.index.emplace_back(j);
+    else
+      df.index.emplace_back(gene_names[size_t(j)]);
+  }
   df.columns = {std::string("__mean"), std::string("__std")};
   io::write_df_npz(path, df);
 }
