@@ -28,7 +28,7 @@ struct CountFile::State {
   io::CsrBlock<float> csr;   // mtx, tsv, npz: the whole matrix
   std::vector<float> dense;  // --densify
   // 10x h5
-  std::string path;
+  std::string path, group;  // the .h5 and its matrix group
   h5::File file;
   h5::Dataset data, indices;
   std::vector<std::int64_t> indptr;
@@ -341,34 +341,52 @@ void open_tenx_h5(const std::string& path, std::shared_ptr<CountFile::State>& st
   st->file = h5::File(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
   if (!st->file) h5::fail(path, "cannot open as HDF5 (a 10x Cell Ranger .h5)");
   const hid_t f = st->file.get();
-  if (!h5::exists(f, "matrix")) input_error(path, ": no group 'matrix' (a 10x Cell Ranger .h5 of Cell Ranger >= 3)");
-  for (const char* d : {"matrix/data", "matrix/indices", "matrix/indptr", "matrix/shape"})
-    if (!h5::exists(f, d)) input_error(path, ": no dataset '", d, "' (a 10x Cell Ranger .h5)");
-  h5::Dataset shape_d(H5Dopen2(f, "matrix/shape", H5P_DEFAULT));
+  // Cell Ranger >= 3: group `matrix`; Cell Ranger 2: one group per genome (scanpy's
+  // read_10x_h5 needs the genome named when there are several)
+  std::string grp = "matrix";
+  if (!h5::exists(f, grp)) {
+    H5G_info_t info{};
+    std::vector<std::string> groups;
+    if (H5Gget_info(f, &info) >= 0)
+      for (hsize_t i = 0; i < info.nlinks; ++i) {
+        char name[512] = {0};
+        if (H5Lget_name_by_idx(f, ".", H5_INDEX_NAME, H5_ITER_INC, i, name, sizeof name, H5P_DEFAULT) > 0 &&
+            h5::object_type(f, name) == H5I_GROUP)
+          groups.push_back(name);
+      }
+    if (groups.size() != 1)
+      input_error(path, ": no group 'matrix' and ", groups.size(),
+                  " top-level groups (a 10x Cell Ranger .h5: 'matrix', or one genome group of Cell Ranger 2)");
+    grp = groups[0];
+  }
+  st->group = grp;
+  for (const char* d : {"data", "indices", "indptr", "shape", "barcodes"})
+    if (!h5::exists(f, grp + "/" + d)) input_error(path, ": no dataset '", grp, "/", d, "' (a 10x Cell Ranger .h5)");
+  h5::Dataset shape_d(H5Dopen2(f, (grp + "/shape").c_str(), H5P_DEFAULT));
   if (!shape_d || h5::dims(shape_d.get()) != std::vector<hsize_t>{2})
-    input_error(path, ": matrix/shape is not 2 numbers");
+    input_error(path, ": ", grp, "/shape is not 2 numbers");
   std::int64_t shape[2] = {0, 0};
-  h5_read_1d(path, shape_d.get(), "matrix/shape", 0, 2, H5T_NATIVE_INT64, shape);
+  h5_read_1d(path, shape_d.get(), grp + "/shape", 0, 2, H5T_NATIVE_INT64, shape);
   const std::int64_t n_genes = shape[0], n_cells = shape[1];
   if (n_genes < 0 || n_cells < 0) input_error(path, ": matrix/shape = [", n_genes, ", ", n_cells, "]");
   if (n_genes > std::numeric_limits<std::int32_t>::max())
     input_error(path, ": ", n_genes, " genes: more than knmf's 32-bit column index holds");
 
   std::vector<std::string> names, types;
-  if (h5::exists(f, "matrix/features")) {
-    names = h5_strings(path, f, "matrix/features/name");
-    if (h5::exists(f, "matrix/features/feature_type"))
-      types = h5_strings(path, f, "matrix/features/feature_type");
-  } else if (h5::exists(f, "matrix/gene_names")) {
-    names = h5_strings(path, f, "matrix/gene_names");
+  if (h5::exists(f, grp + "/features")) {
+    names = h5_strings(path, f, grp + "/features/name");
+    if (h5::exists(f, grp + "/features/feature_type"))
+      types = h5_strings(path, f, grp + "/features/feature_type");
+  } else if (h5::exists(f, grp + "/gene_names")) {
+    names = h5_strings(path, f, grp + "/gene_names");
   } else {
-    input_error(path, ": no matrix/features/name or matrix/gene_names (a 10x Cell Ranger .h5)");
+    input_error(path, ": no ", grp, "/features/name or ", grp, "/gene_names (a 10x Cell Ranger .h5)");
   }
   if (std::int64_t(names.size()) != n_genes)
     input_error(path, ": ", names.size(), " feature names for the ", n_genes, " genes of matrix/shape");
   if (!types.empty() && types.size() != names.size())
     input_error(path, ": ", types.size(), " feature types for ", names.size(), " features");
-  auto cells = h5_strings(path, f, "matrix/barcodes");
+  auto cells = h5_strings(path, f, grp + "/barcodes");
   if (std::int64_t(cells.size()) != n_cells)
     input_error(path, ": ", cells.size(), " barcodes for the ", n_cells, " cells of matrix/shape");
 
@@ -380,16 +398,16 @@ void open_tenx_h5(const std::string& path, std::shared_ptr<CountFile::State>& st
       kept.push_back(names[size_t(g)]);
     }
 
-  h5::Dataset indptr_d(H5Dopen2(f, "matrix/indptr", H5P_DEFAULT));
-  st->data = h5::Dataset(H5Dopen2(f, "matrix/data", H5P_DEFAULT));
-  st->indices = h5::Dataset(H5Dopen2(f, "matrix/indices", H5P_DEFAULT));
+  h5::Dataset indptr_d(H5Dopen2(f, (grp + "/indptr").c_str(), H5P_DEFAULT));
+  st->data = h5::Dataset(H5Dopen2(f, (grp + "/data").c_str(), H5P_DEFAULT));
+  st->indices = h5::Dataset(H5Dopen2(f, (grp + "/indices").c_str(), H5P_DEFAULT));
   if (!indptr_d || !st->data || !st->indices) h5::fail(path, "cannot open the matrix datasets");
   const auto pd = h5::dims(indptr_d.get());
   if (pd.size() != 1 || std::int64_t(pd[0]) != n_cells + 1)
     input_error(path, ": matrix/indptr has ", pd.empty() ? 0 : pd[0], " entries; expected ", n_cells + 1,
                 " (cells + 1)");
   st->indptr.resize(size_t(n_cells + 1));
-  h5_read_1d(path, indptr_d.get(), "matrix/indptr", 0, n_cells + 1, H5T_NATIVE_INT64, st->indptr.data());
+  h5_read_1d(path, indptr_d.get(), grp + "/indptr", 0, n_cells + 1, H5T_NATIVE_INT64, st->indptr.data());
   const auto dd = h5::dims(st->data.get()), id = h5::dims(st->indices.get());
   if (dd.size() != 1 || id.size() != 1 || dd[0] != id[0])
     input_error(path, ": matrix/data and matrix/indices differ in length");
@@ -413,8 +431,8 @@ void open_tenx_h5(const std::string& path, std::shared_ptr<CountFile::State>& st
     const std::int64_t e0 = s->indptr[size_t(r0)], e1 = s->indptr[size_t(r1)];
     std::vector<std::int64_t> idx(size_t(e1 - e0));
     std::vector<double> val(size_t(e1 - e0));
-    h5_read_1d(s->path, s->indices.get(), "matrix/indices", e0, e1 - e0, H5T_NATIVE_INT64, idx.data());
-    h5_read_1d(s->path, s->data.get(), "matrix/data", e0, e1 - e0, H5T_NATIVE_DOUBLE, val.data());
+    h5_read_1d(s->path, s->indices.get(), s->group + "/indices", e0, e1 - e0, H5T_NATIVE_INT64, idx.data());
+    h5_read_1d(s->path, s->data.get(), s->group + "/data", e0, e1 - e0, H5T_NATIVE_DOUBLE, val.data());
     out.row_begin = r0;
     out.row_end = r1;
     out.ncols = n_kept;
@@ -425,10 +443,10 @@ void open_tenx_h5(const std::string& path, std::shared_ptr<CountFile::State>& st
       for (std::int64_t e = s->indptr[size_t(c)]; e < s->indptr[size_t(c + 1)]; ++e) {
         const auto g = idx[size_t(e - e0)];
         if (g < 0 || g >= n_genes)
-          input_error(s->path, ": matrix/indices[", e, "] = ", g, " is outside [0, ", n_genes,
+          input_error(s->path, ": ", s->group, "/indices[", e, "] = ", g, " is outside [0, ", n_genes,
                       ") at cell ", c);
         const double v = val[size_t(e - e0)];
-        const float x = checked_count(s->path, v, "matrix/data[" + std::to_string(e) + "]");
+        const float x = checked_count(s->path, v, s->group + "/data[" + std::to_string(e) + "]");
         const auto col = s->gene_map[size_t(g)];
         if (col < 0) continue;
         out.cols.push_back(col);

@@ -4,6 +4,7 @@
 // same matrix, the refusals (one line, non-zero exit, no run folder), a prepare into an
 // existing run folder, and the native pipeline prepare -> factorize -> consensus.
 #include <gtest/gtest.h>
+#include <hdf5.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -14,6 +15,7 @@
 #include <sstream>
 
 #include "../drivers/driver_support.hpp"
+#include "knmf/core/error.hpp"
 #include "knmf/io/cnmf_files.hpp"
 #include "knmf/io/dataframe.hpp"
 #include "knmf/io/fingerprint.hpp"
@@ -162,6 +164,11 @@ TEST_P(PrepareVsCnmf, SameRunFolder) {
     EXPECT_EQ(io::cell_to_string(df.cell(i, 3)), "False") << "completed is a bool, as cNMF's";
 
   expect_h5ad_matches(p.normalized_counts(), c["norm_counts"], "norm_counts");
+  for (const auto& f : {p.normalized_counts(), p.tpm()}) {  // scipy's (and cNMF's) index types
+    const auto info = io::H5adReader::open(f).info();
+    EXPECT_EQ(info.indptr_type, io::ValueType::Int32) << f;
+    EXPECT_EQ(info.index_type, io::ValueType::Int32) << f;
+  }
   expect_h5ad_matches(p.tpm(), c["tpm"], "tpm");
 
   // tpm_stats: knmf accumulates in float64 (cNMF: scikit-learn's StandardScaler)
@@ -349,6 +356,64 @@ TEST(PrepareFormats, TenxV2FolderAndUniqueNames) {
   f3.source().read_rows(0, 2, b);
   EXPECT_EQ(b.cols, (std::vector<std::int32_t>{0, 1}));
   EXPECT_EQ(b.values, (std::vector<float>{1.5f, 2.0f}));
+}
+
+// A Cell Ranger 2 .h5: one group per genome, `gene_names`, genes x cells stored by cell.
+void write_tenx_v2_h5(const fs::path& path, const std::vector<std::string>& genes) {
+  const hid_t f = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  const hid_t g = H5Gcreate2(f, "hg19", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+  auto ints = [&](const char* name, hid_t type, const std::vector<std::int64_t>& v) {
+    const hsize_t n = v.size();
+    const hid_t sp = H5Screate_simple(1, &n, nullptr);
+    const hid_t d = H5Dcreate2(g, name, type, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    H5Dwrite(d, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data());
+    H5Dclose(d);
+    H5Sclose(sp);
+  };
+  auto strings = [&](const char* name, const std::vector<std::string>& v) {
+    std::string buf;
+    for (const auto& x : v) buf += x + std::string(8 - x.size(), '\0');
+    const hsize_t n = v.size();
+    const hid_t t = H5Tcopy(H5T_C_S1);
+    H5Tset_size(t, 8);
+    const hid_t sp = H5Screate_simple(1, &n, nullptr);
+    const hid_t d = H5Dcreate2(g, name, t, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    H5Dwrite(d, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf.data());
+    H5Dclose(d);
+    H5Sclose(sp);
+    H5Tclose(t);
+  };
+  // cells x genes: c1 = {A: 2, A-dup: 1}, c2 = {B: 5, C: 1}, c3 = {A: 1, B: 1, C: 3}
+  ints("data", H5T_STD_I32LE, {2, 1, 5, 1, 1, 1, 3});
+  ints("indices", H5T_STD_I64LE, {0, 2, 1, 3, 0, 1, 3});
+  ints("indptr", H5T_STD_I64LE, {0, 2, 4, 7});
+  ints("shape", H5T_STD_I32LE, {4, 3});
+  strings("genes", {"g1", "g2", "g3", "g4"});
+  strings("gene_names", genes);
+  strings("barcodes", {"c1", "c2", "c3"});
+  H5Gclose(g);
+  H5Fclose(f);
+}
+
+TEST(PrepareFormats, TenxV2H5) {
+  TempDir tmp("knmf-prepare-h5v2");
+  write_tenx_v2_h5(tmp / "v2.h5", {"A", "B", "A", "C"});
+  const auto f = prepare::CountFile::open((tmp / "v2.h5").string());
+  EXPECT_EQ(f.source().var_names, (std::vector<std::string>{"A", "B", "A-1", "C"}));
+  EXPECT_EQ(f.source().obs_names, (std::vector<std::string>{"c1", "c2", "c3"}));
+  io::CsrBlock<float> b;
+  f.source().read_rows(1, 3, b);
+  EXPECT_EQ(b.row_offsets, (std::vector<std::int64_t>{0, 2, 5}));
+  EXPECT_EQ(b.cols, (std::vector<std::int32_t>{1, 3, 0, 1, 3}));
+  EXPECT_EQ(b.values, (std::vector<float>{5, 1, 1, 1, 3}));
+  // gene names that do not match the matrix's genes
+  write_tenx_v2_h5(tmp / "short.h5", {"A", "B", "C"});
+  try {
+    prepare::CountFile::open((tmp / "short.h5").string());
+    ADD_FAILURE() << "accepted 3 gene names for 4 genes";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("3 feature names for the 4 genes"), std::string::npos) << e.what();
+  }
 }
 
 // ---- refusals ---------------------------------------------------------------------------------
