@@ -33,7 +33,7 @@ public:
     sub_->add_option("--genes-file", o_.genes_file, "genes to use, one per line (instead of --numgenes)");
     sub_->add_option("--numgenes", o_.num_highvar_genes, "number of highly variable genes")
         ->capture_default_str();
-    sub_->add_option("--tpm", o_.tpm, "pre-computed TPM (not supported yet: refused)");
+    sub_->add_option("--tpm", o_.tpm, "pre-computed (cell x gene) TPM, any format of -c (default: computed from the counts)");
     sub_->add_option("--max-nmf-iter", o_.max_nmf_iter, "iteration limit of each NMF run")
         ->capture_default_str();
     sub_->add_option("--beta-loss", o_.beta_loss, "frobenius, kullback-leibler or itakura-saito")

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <iostream>
 #include <limits>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <system_error>
@@ -108,10 +109,6 @@ CnmfPrepareReport cnmf_prepare(const CnmfPrepareOptions& o) {
   if (o.max_nmf_iter < 1) input_error("--max-nmf-iter ", o.max_nmf_iter, " is invalid: it must be >= 1");
   if (o.seed && (*o.seed < 0 || *o.seed > 0xffffffffLL))
     input_error("--seed ", *o.seed, " is invalid: numpy's seed must be between 0 and 2**32 - 1");
-  if (!o.tpm.empty())
-    input_error("--tpm ", o.tpm,
-                ": a precomputed TPM input is not supported by knmf prepare yet; leave --tpm out "
-                "to compute TPM from the counts as cNMF does");
 
   CnmfPrepareReport rep;
   rep.seed_drawn = !o.seed;
@@ -140,6 +137,11 @@ CnmfPrepareReport cnmf_prepare(const CnmfPrepareOptions& o) {
   popt.genes = genes;
   popt.keep_tpm = true;
   popt.zero_genes_in_statistics = true;
+  std::optional<CountFile> tpm;
+  if (!o.tpm.empty()) {
+    tpm.emplace(CountFile::open(o.tpm, o.densify, o.block_rows));
+    popt.tpm = &tpm->source();
+  }
   const PrepareResult res = prepare_counts(src, popt);
   rep.cells = src.n_obs;
   rep.genes = src.n_vars;
@@ -243,6 +245,7 @@ CnmfPrepareReport cnmf_prepare(const CnmfPrepareOptions& o) {
     j += "  \"knmf_version\": " + json_string(KNMF_VERSION_STRING) + ",\n";
     j += "  \"counts\": " + json_string(o.counts) + ",\n";
     j += "  \"counts_format\": " + json_string(to_string(counts.format())) + ",\n";
+    j += "  \"tpm\": " + (o.tpm.empty() ? std::string("null") : json_string(o.tpm)) + ",\n";
     j += "  \"components\": [" + ks + "],\n";
     j += "  \"n_iter\": " + std::to_string(o.n_iter) + ",\n";
     j += "  \"seed\": " + std::to_string(rep.seed) + ",\n";

@@ -256,15 +256,26 @@ PrepareResult prepare_counts(const CountSource& src, const PrepareOptions& opts)
     res.tpm.row_end = n;
     res.tpm.ncols = src.n_vars;
   }
+  if (opts.tpm) {
+    const auto& t = *opts.tpm;
+    if (t.n_obs != src.n_obs || t.n_vars != src.n_vars)
+      input_error(t.name, ": the TPM matrix is ", t.n_obs, " cells x ", t.n_vars, " genes, the counts ",
+                  src.n_obs, " x ", src.n_vars);
+    if (!t.var_names.empty() && !src.var_names.empty())
+      for (size_t j = 0; j < g; ++j)
+        if (t.var_names[j] != src.var_names[j])
+          input_error(t.name, ": gene ", j, " of the TPM matrix is '", t.var_names[j], "', of the counts '",
+                      src.var_names[j], "' (the genes must be the same, in the same order)");
+  }
   {
     Kokkos::Profiling::ScopedRegion r("knmf::prepare::tpm");
-    for_each_block(src, block, [&](const io::CsrBlock<float>& b) {
+    for_each_block(opts.tpm ? *opts.tpm : src, block, [&](const io::CsrBlock<float>& b) {
       for (std::int64_t i = 0; i < b.rows(); ++i) {
         const float total = totals[size_t(b.row_begin + i)];
         if (!(total > 0)) continue;
-        const float scale = target / total;
+        const float scale = opts.tpm ? 1.0f : target / total;
         for (std::int64_t e = b.row_offsets[size_t(i)]; e < b.row_offsets[size_t(i) + 1]; ++e) {
-          const float t = b.values[size_t(e)] * scale;
+          const float t = opts.tpm ? b.values[size_t(e)] : b.values[size_t(e)] * scale;
           const auto j = size_t(b.cols[size_t(e)]);
           tpm_mean[j] += double(t) * inv_n;
           tpm_sq[j] += (double(t) * double(t)) * inv_n;

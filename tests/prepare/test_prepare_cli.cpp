@@ -119,12 +119,58 @@ std::map<std::string, std::string> zip_members(const fs::path& p) {
 
 class PrepareVsCnmf : public ::testing::TestWithParam<std::string> {};
 
+void expect_run_folder_matches(const nlohmann::json& c, const fs::path& out);
+
 TEST_P(PrepareVsCnmf, SameRunFolder) {
   const auto& c = golden_case(GetParam());
   ASSERT_EQ(c["cnmf_exit"].get<int>(), 0) << c.dump();
   TempDir tmp("knmf-prepare-cli");
   const auto r = run_knmf(case_args(c, tmp.path()));
   ASSERT_EQ(r.status, 0) << r.out;
+  expect_run_folder_matches(c, tmp.path());
+}
+
+// --tpm: the TPM of the chr21 run given back; cNMF's outputs with it (the same as without).
+TEST(PrepareVsCnmf, GivenTpm) {
+  const auto& c = golden_case("pbmc1k_chr21_tpm");
+  ASSERT_EQ(c["cnmf_exit"].get<int>(), 0) << c.dump();
+  const auto& first = golden_case(c["tpm_from"].get<std::string>());
+  TempDir tmp("knmf-prepare-tpm");
+  const auto base = tmp / "base";
+  auto r = run_knmf(case_args(first, base));
+  ASSERT_EQ(r.status, 0) << r.out;
+  const auto tpm = io::CnmfPaths(base.string(), first["name"].get<std::string>()).tpm();
+  const auto out = tmp / "out";
+  auto args = case_args(c, out);
+  args.insert(args.end(), {"--tpm", tpm});
+  r = run_knmf(args);
+  ASSERT_EQ(r.status, 0) << r.out;
+  expect_run_folder_matches(c, out);
+  // the same TPM as a float32 DataFrame .df.npz gives the same run folder
+  {
+    auto reader = io::H5adReader::open(tpm);
+    const auto n = reader.info().n_obs, g = reader.info().n_vars;
+    std::vector<float> X(size_t(n * g));
+    reader.read_dense_rows<float>(0, n, X.data());
+    io::DataFrame df;
+    df.rows = n;
+    df.cols = g;
+    df.data_descr = "<f4";
+    df.data.assign(X.begin(), X.end());
+    for (const auto& o : reader.obs_names()) df.index.emplace_back(o);
+    for (const auto& v : reader.var_names()) df.columns.emplace_back(v);
+    io::write_df_npz((tmp / "tpm.df.npz").string(), df);
+  }
+  const auto out2 = tmp / "out2";
+  args = case_args(c, out2);
+  args.insert(args.end(), {"--tpm", (tmp / "tpm.df.npz").string()});
+  r = run_knmf(args);
+  ASSERT_EQ(r.status, 0) << r.out;
+  expect_run_folder_matches(c, out2);
+}
+
+void expect_run_folder_matches(const nlohmann::json& c, const fs::path& out) {
+  struct { const fs::path& path() const { return p; } fs::path p; } tmp{out};
   const std::string name = c["name"];
   const io::CnmfPaths p(tmp.path().string(), name);
 
@@ -200,7 +246,7 @@ TEST_P(PrepareVsCnmf, SameRunFolder) {
     }
   }
   EXPECT_LT(max_rel, 1e-6) << "tpm_stats";
-  RecordProperty("tpm_stats_max_rel_diff", std::to_string(max_rel));
+  ::testing::Test::RecordProperty("tpm_stats_max_rel_diff", std::to_string(max_rel));
   std::printf("tpm_stats max relative difference to cNMF: %.3g\n", max_rel);
 }
 
@@ -493,7 +539,9 @@ TEST(PrepareRefusals, OneLineNamingTheCauseAndNoRunFolder) {
       {"k < 1", {"-c", good, "-k", "0", "--seed", "1"}, "k = 0 is invalid"},
       {"n-iter < 1", {"-c", good, "-k", "2", "-n", "0", "--seed", "1"}, "--n-iter 0 is invalid"},
       {"seed", {"-c", good, "-k", "2", "--seed", "-1"}, "--seed -1 is invalid"},
-      {"tpm", with(good, {"--tpm", "tpm.h5ad"}), "--tpm tpm.h5ad"},
+      {"tpm shape", with(good, {"--tpm", chr21_h5ad().string()}),
+       "the TPM matrix is 1107 cells x 507 genes, the counts 3 x 3"},
+      {"tpm missing", with(good, {"--tpm", (tmp / "tpm.h5ad").string()}), "tpm.h5ad: no such file"},
       {"genes file", with(good, {"--genes-file", (tmp / "nogenes.txt").string()}), "nogenes.txt"},
   };
   spit(tmp / "genes.txt", "A\nZ\n");

@@ -27,7 +27,11 @@
 ///    count in the selected genes (cNMF's own check and message; all-zero cells included),
 ///    gene-list names missing from the input, --numgenes above the genes with non-zero TPM
 ///    variance (cNMF would select genes of zero variance), k < 1, --n-iter < 1, an unknown
-///    --beta-loss or --init, a seed outside numpy's [0, 2^32), --tpm (not implemented).
+///    --beta-loss or --init, a seed outside numpy's [0, 2^32), a --tpm matrix whose shape
+///    or genes differ from the counts'.
+///  * --tpm: read by the same readers as the counts (any of their formats, float32) and
+///    written as NAME.tpm.h5ad (cNMF copies an .h5ad --tpm file as it is; knmf writes the same
+///    matrix and names as CSR float32).
 
 #include <cstdint>
 #include <optional>
@@ -45,7 +49,7 @@ struct CnmfPrepareOptions {
   std::optional<std::int64_t> seed;  ///< --seed; none: drawn (see the file comment)
   std::string genes_file;         ///< --genes-file
   int num_highvar_genes = 2000;   ///< --numgenes
-  std::string tpm;                ///< --tpm (refused: not implemented)
+  std::string tpm;                ///< --tpm: precomputed TPM (cells x genes as the counts)
   int max_nmf_iter = 1000;        ///< --max-nmf-iter
   std::string beta_loss = "frobenius";  ///< --beta-loss
   std::string init = "random";    ///< --init

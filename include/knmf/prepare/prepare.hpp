@@ -74,6 +74,10 @@ struct PrepareOptions {
   /// 0, NaN Fano: they move the 10% quantile of the means to 0), instead of leaving them out
   /// (the default; see the file comment). `knmf prepare` sets it, to select cNMF's genes.
   bool zero_genes_in_statistics = false;
+  /// cNMF's --tpm: a precomputed TPM matrix (same cells and genes as the counts, in the same
+  /// order; not owned) whose values are used as they are instead of normalizing the counts.
+  /// InputError when its shape or gene names differ from the counts'.
+  const CountSource* tpm = nullptr;
 };
 
 /// Step 2's per-gene statistics, over all input genes (as cNMF's gene_counts_stats).
