@@ -12,6 +12,7 @@
 
 namespace knmf::cli {
 
+std::unique_ptr<Command> make_prepare_command(CLI::App& app);
 std::unique_ptr<Command> make_factorize_command(CLI::App& app);
 std::unique_ptr<Command> make_demo_command(CLI::App& app);
 std::unique_ptr<Command> make_simulate_command(CLI::App& app);
@@ -21,7 +22,7 @@ std::unique_ptr<Command> make_compare_command(CLI::App& app);
 
 // Each subcommand, in the order `knmf --help` lists them.
 std::vector<CommandFactory> command_factories() {
-  return {make_factorize_command, make_consensus_command, make_k_selection_command,
+  return {make_prepare_command, make_factorize_command, make_consensus_command, make_k_selection_command,
           make_compare_command, make_simulate_command, make_demo_command};
 }
 

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <limits>
 #include <atomic>
 #include <memory>
 #include <string>
@@ -113,7 +114,8 @@ struct H5adWriter::Impl {
       data = create(g.get(), "data", file_value_type(), {0}, {H5S_UNLIMITED}, {ce});
       indices = create(g.get(), "indices", H5T_STD_I32LE, {0}, {H5S_UNLIMITED}, {ce});
       const auto np = static_cast<hsize_t>(n_obs + 1);
-      indptr = create(g.get(), "indptr", H5T_STD_I64LE, {np}, {np}, {std::min(ce, np)});
+      indptr = create(g.get(), "indptr", opts.indptr_int32 ? H5T_STD_I32LE : H5T_STD_I64LE, {np}, {np},
+                      {std::min(ce, np)});
       write_indptr(0, {0});
     } else {
       const auto n = static_cast<hsize_t>(n_obs), g = static_cast<hsize_t>(n_vars);
@@ -164,6 +166,8 @@ struct H5adWriter::Impl {
       write_1d(data, "/X/data", native_of<T>(), nnz, n, values.data(), true);
       std::vector<std::int64_t> p(offsets.begin() + 1, offsets.end());
       for (auto& v : p) v += nnz;
+      if (opts.indptr_int32 && !p.empty() && p.back() > std::numeric_limits<std::int32_t>::max())
+        input_error(file, ": ", p.back(), " entries do not fit the int32 /X/indptr asked for");
       write_indptr(rows + 1, p);
       nnz += n;
     } else {

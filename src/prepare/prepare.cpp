@@ -256,15 +256,26 @@ PrepareResult prepare_counts(const CountSource& src, const PrepareOptions& opts)
     res.tpm.row_end = n;
     res.tpm.ncols = src.n_vars;
   }
+  if (opts.tpm) {
+    const auto& t = *opts.tpm;
+    if (t.n_obs != src.n_obs || t.n_vars != src.n_vars)
+      input_error(t.name, ": the TPM matrix is ", t.n_obs, " cells x ", t.n_vars, " genes, the counts ",
+                  src.n_obs, " x ", src.n_vars);
+    if (!t.var_names.empty() && !src.var_names.empty())
+      for (size_t j = 0; j < g; ++j)
+        if (t.var_names[j] != src.var_names[j])
+          input_error(t.name, ": gene ", j, " of the TPM matrix is '", t.var_names[j], "', of the counts '",
+                      src.var_names[j], "' (the genes must be the same, in the same order)");
+  }
   {
     Kokkos::Profiling::ScopedRegion r("knmf::prepare::tpm");
-    for_each_block(src, block, [&](const io::CsrBlock<float>& b) {
+    for_each_block(opts.tpm ? *opts.tpm : src, block, [&](const io::CsrBlock<float>& b) {
       for (std::int64_t i = 0; i < b.rows(); ++i) {
         const float total = totals[size_t(b.row_begin + i)];
         if (!(total > 0)) continue;
-        const float scale = target / total;
+        const float scale = opts.tpm ? 1.0f : target / total;
         for (std::int64_t e = b.row_offsets[size_t(i)]; e < b.row_offsets[size_t(i) + 1]; ++e) {
-          const float t = b.values[size_t(e)] * scale;
+          const float t = opts.tpm ? b.values[size_t(e)] : b.values[size_t(e)] * scale;
           const auto j = size_t(b.cols[size_t(e)]);
           tpm_mean[j] += double(t) * inv_n;
           tpm_sq[j] += (double(t) * double(t)) * inv_n;
@@ -284,7 +295,7 @@ PrepareResult prepare_counts(const CountSource& src, const PrepareOptions& opts)
     std::vector<double> m, v;
     std::vector<std::int32_t> pos;
     for (size_t j = 0; j < g; ++j) {
-      if (!(gene_total[j] > 0)) continue;
+      if (!(gene_total[j] > 0) && !opts.zero_genes_in_statistics) continue;
       pos.push_back(std::int32_t(j));
       m.push_back(tpm_mean[j]);
       v.push_back(tpm_sq[j] - tpm_mean[j] * tpm_mean[j]);
@@ -410,7 +421,14 @@ void write_gene_list(const std::string& path, const PrepareResult& result) {
 }
 
 void write_tpm_stats(const std::string& path, const PrepareResult& result) {
+  write_tpm_stats(path, result, {});
+}
+
+void write_tpm_stats(const std::string& path, const PrepareResult& result,
+                     const std::vector<std::string>& gene_names) {
   const auto& st = result.stats;
+  if (!gene_names.empty() && gene_names.size() != st.mean.size())
+    input_error(path, ": ", gene_names.size(), " gene names for ", st.mean.size(), " genes");
   io::DataFrame df;
   df.rows = std::int64_t(st.mean.size());
   df.cols = 2;
@@ -419,7 +437,12 @@ void write_tpm_stats(const std::string& path, const PrepareResult& result) {
     df.data[2 * j] = st.mean[j];
     df.data[2 * j + 1] = std::sqrt(std::max(st.var[j], 0.0));
   }
-  for (std::int64_t j = 0; j < df.rows; ++j) df.index.emplace_back(j);
+  for (std::int64_t j = 0; j < df.rows; ++j) {
+    if (gene_names.empty())
+      df.index.emplace_back(j);
+    else
+      df.index.emplace_back(gene_names[size_t(j)]);
+  }
   df.columns = {std::string("__mean"), std::string("__std")};
   io::write_df_npz(path, df);
 }

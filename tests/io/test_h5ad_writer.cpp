@@ -164,6 +164,22 @@ TEST(H5adWriter, DefaultNamesAndConvenienceFunction) {
   knmf::test::expect_same_csr(read_csr_in_blocks<double>(r, 4), slice<float>(m, 0, 4));
 }
 
+// indptr_int32: scipy's indptr type below 2^31 entries (what cNMF's files and scikit-learn's
+// sparse routines with int32 indices need); the values read back are the same.
+TEST(H5adWriter, Int32Indptr) {
+  TempDir dir("knmf-h5ad");
+  const auto m = sample_matrix(40, 7, 0.4, 3);
+  H5adWriteOptions o;
+  o.indptr_int32 = true;
+  knmf::io::write_h5ad(dir / "x.h5ad", m, {}, {}, o);
+  knmf::io::write_h5ad(dir / "y.h5ad", m);
+  const auto r = H5adReader::open(dir / "x.h5ad");
+  ASSERT_TRUE(r.info().indptr_type.has_value());
+  EXPECT_EQ(*r.info().indptr_type, ValueType::Int32);
+  EXPECT_EQ(*H5adReader::open(dir / "y.h5ad").info().indptr_type, ValueType::Int64);
+  knmf::test::expect_same_csr(read_csr_in_blocks<double>(r, 9), slice<float>(m, 0, 40));
+}
+
 TEST(H5adWriter, EmptyMatrices) {
   TempDir dir("knmf-h5ad");
   for (auto format : {StorageFormat::Csr, StorageFormat::Dense}) {

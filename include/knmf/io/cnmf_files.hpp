@@ -133,6 +133,15 @@ std::vector<std::string> unknown_key_warnings(const NmfRunParams& params, const 
 /// (n_components, iter) job listed in two rows (naming both rows).
 std::vector<Job> read_cnmf_job_table(const std::string& path);
 
+/// Write the job table `NAME.nmf_params.df.npz` as `cnmf prepare` does (save_df_to_npz of
+/// the DataFrame n_components, iter, nmf_seed, completed): `data` the frame's object array
+/// (Fortran order) of Python ints and bools and `columns` the names, both pickled as numpy
+/// 1.24 pickles them, `index` int64 0..n-1; byte for byte cNMF's members. `completed[i]`
+/// flags job i. Atomic (temporary file + rename); InputError naming `path` when it cannot
+/// be written.
+void write_cnmf_job_table(const std::string& path, const std::vector<Job>& jobs,
+                          const std::vector<bool>& completed);
+
 /// A row label of cNMF's merged spectra, `iter<r>_topic<t>` (r from 0, t from 1).
 struct MergedSpectraLabel {
   int iter = 0;

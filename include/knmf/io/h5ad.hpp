@@ -172,6 +172,10 @@ struct H5adWriteOptions {
   int gzip_level = 4;
   /// Elements per HDF5 chunk (1-D datasets; dense X: whole rows up to this many elements).
   std::int64_t chunk_elements = std::int64_t{1} << 16;
+  /// Csr: store indptr as int32 instead of int64, as scipy does below 2^31 entries (cNMF's
+  /// files; scikit-learn's sparse routines refuse int32 indices with an int64 indptr).
+  /// InputError when the entries pass 2^31 - 1.
+  bool indptr_int32 = false;
 };
 
 /// Writes an AnnData-0.8-compatible `.h5ad` file row block by row block, so that a large

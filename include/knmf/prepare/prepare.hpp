@@ -70,6 +70,14 @@ struct PrepareOptions {
   double target_sum = 1e6;
   /// Also return the TPM matrix (kept cells x all genes), as cNMF's tpm.h5ad.
   bool keep_tpm = false;
+  /// Count the genes with total 0 in the highly-variable-gene statistics as cNMF does (mean
+  /// 0, NaN Fano: they move the 10% quantile of the means to 0), instead of leaving them out
+  /// (the default; see the file comment). `knmf prepare` sets it, to select cNMF's genes.
+  bool zero_genes_in_statistics = false;
+  /// cNMF's --tpm: a precomputed TPM matrix (same cells and genes as the counts, in the same
+  /// order; not owned) whose values are used as they are instead of normalizing the counts.
+  /// InputError when its shape or gene names differ from the counts'.
+  const CountSource* tpm = nullptr;
 };
 
 /// Step 2's per-gene statistics, over all input genes (as cNMF's gene_counts_stats).
@@ -120,5 +128,9 @@ void write_norm_counts(const std::string& path, const PrepareResult& result);
 void write_gene_list(const std::string& path, const PrepareResult& result);
 /// cNMF's `NAME.tpm_stats.df.npz`: index 0..g-1, columns `__mean`, `__std` (ddof 0).
 void write_tpm_stats(const std::string& path, const PrepareResult& result);
+/// The same with the gene names as index, as cNMF writes it (`tpm.var.index`); one name per
+/// input gene (InputError otherwise).
+void write_tpm_stats(const std::string& path, const PrepareResult& result,
+                     const std::vector<std::string>& gene_names);
 
 }  // namespace knmf::prepare
