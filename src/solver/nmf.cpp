@@ -14,8 +14,8 @@ KNMF_INSTANTIATE_SOLVER(StreamedMatrix<double>)
 SolverBytes solver_bytes(std::int64_t n, std::int64_t g, int k, int element_bytes, bool refit,
                          double beta_loss, std::int64_t sparse_nnz) {
   detail::BetaShape shape;
-  shape.block_rows = detail::beta_block_rows(n, g, element_bytes);
-  if (sparse_nnz > 0) {
+  if (beta_loss != 2.0) shape.block_rows = detail::beta_block_rows(n, g, element_bytes);
+  if (beta_loss != 2.0 && sparse_nnz > 0) {
     shape.sparse_rows = std::max(n, g);
     shape.sparse_values = sparse_nnz;
   }

@@ -113,7 +113,9 @@ void for_each_beta_block(const ExecSpace& space, const StreamedMatrix<T>& X, boo
 /// `beta_scratch_budget` bytes (and at least one row).
 inline constexpr std::int64_t beta_scratch_budget = std::int64_t(64) << 20;
 inline std::int64_t beta_block_rows(std::int64_t n, std::int64_t g, int element_bytes) {
-  const std::int64_t per_row = 2 * std::max<std::int64_t>(g, 1) * element_bytes;
+  const std::int64_t bytes = std::max(element_bytes, 1);
+  if (g >= beta_scratch_budget / (2 * bytes)) return 1;  // (and 2 g bytes cannot wrap)
+  const std::int64_t per_row = 2 * std::max<std::int64_t>(g, 1) * bytes;
   return std::max<std::int64_t>(1, std::min<std::int64_t>(n, beta_scratch_budget / per_row));
 }
 
