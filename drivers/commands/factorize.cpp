@@ -43,6 +43,9 @@ public:
     g2->add_flag("--save-usages", c_.save_usages, "also store each replicate's usages W");
     numeric_ = sub_->add_option_group("solver");
     add_solver_flags(*numeric_, c_.solver, flags_, true);
+    numeric_->add_option("--beta-loss", beta_loss_,
+                         "native mode: frobenius (default), kullback-leibler, itakura-saito or a "
+                         "number (scikit-learn's beta_loss; not 2 needs --solver mu)");
     sub_->add_option("--dtype", dtype_, "compute type: float or double")->capture_default_str();
     sub_->add_option("--format", format_,
                      "X on the device: auto (by density and memory), dense or sparse")
@@ -68,12 +71,13 @@ public:
     c_.dtype = parse_dtype(dtype_);
     c_.format = parse_x_format(format_);
     c_.solver_set = flags_.apply(c_.solver);
+    if (!beta_loss_.empty()) c_.solver.beta_loss = parse_beta_loss(beta_loss_, "--beta-loss");
     c_.batch = parse_batch(batch_);
     if (!memory_limit_.empty())
       c_.device_memory_limit = parse_bytes(memory_limit_, "--device-memory-limit");
     if (c_.cnmf_mode())
       for (const char* opt : {"--tol", "--max-iter", "--alpha-usage", "--alpha-spectra",
-                              "--l1-ratio"})
+                              "--l1-ratio", "--beta-loss"})
         if (sub_->count(opt) > 0)
           input_error(opt, " cannot be used in cNMF mode: the run's values come from ",
                       c_.name, ".nmf_idvrun_params.yaml (edit it, or use native mode)");
@@ -108,6 +112,7 @@ private:
   std::string format_ = to_string(FactorizeConfig{}.format);
   std::string batch_ = "auto";
   std::string memory_limit_;
+  std::string beta_loss_;
 #if KNMF_HAVE_MPI
   mpi::DistributeOptions dist_;
   std::string distribute_ = to_string(mpi::DistributeOptions{}.mode);
