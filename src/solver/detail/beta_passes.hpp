@@ -249,6 +249,10 @@ Matrix<T> wh_chunk(const ExecSpace& space, const BetaOperands<T>& o, BetaWork<T>
   return WHt;
 }
 
+/// The (j, i) entries of a g x rows chunk (LayoutLeft: j fastest), without 64-bit divisions.
+using ChunkPolicy = Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2, Kokkos::Iterate::Left, Kokkos::Iterate::Left>,
+                                          Kokkos::IndexType<size_type>>;
+
 /// V = X o WH^(beta-2) over a dense chunk (xt: g x rows, the chunk's columns of X^T) and,
 /// with `den`, WHt <- WH^(beta-1) in place.
 template <class T, class XT>
@@ -256,8 +260,8 @@ void dense_ratio(const ExecSpace& space, const XT& xt, const Matrix<T>& WHt, con
                  double beta, bool den) {
   const size_type g = WHt.extent(0), rows = WHt.extent(1);
   Kokkos::parallel_for(
-      "knmf::beta::dense_ratio", Policy64(space, 0, g * rows), KOKKOS_LAMBDA(const size_type e) {
-        const size_type j = e % g, i = e / g;
+      "knmf::beta::dense_ratio", ChunkPolicy(space, {0, 0}, {g, rows}),
+      KOKKOS_LAMBDA(const size_type j, const size_type i) {
         const T wh = WHt(j, i);
         V(j, i) = beta_ratio(T(xt(j, i)), wh, beta);
         if (den) WHt(j, i) = beta_den_power(wh, beta);
@@ -269,8 +273,8 @@ template <class T>
 void den_power(const ExecSpace& space, const Matrix<T>& WHt, double beta) {
   const size_type g = WHt.extent(0), rows = WHt.extent(1);
   Kokkos::parallel_for(
-      "knmf::beta::den_power", Policy64(space, 0, g * rows), KOKKOS_LAMBDA(const size_type e) {
-        const size_type j = e % g, i = e / g;
+      "knmf::beta::den_power", ChunkPolicy(space, {0, 0}, {g, rows}),
+      KOKKOS_LAMBDA(const size_type j, const size_type i) {
         WHt(j, i) = beta_den_power(WHt(j, i), beta);
       });
 }
@@ -287,6 +291,21 @@ void sparse_ratio(const ExecSpace& space, const BetaBlock<T>& b, const Matrix<T>
   const auto entries = b.entries;
   const auto values = b.values;
   const size_type base = b.base;
+  if constexpr (host_tuned_kernels) {  // a row per task, rows of X vary in length
+    Kokkos::parallel_for(
+        "knmf::beta::sddmm",
+        Kokkos::RangePolicy<ExecSpace, Kokkos::Schedule<Kokkos::Dynamic>,
+                            Kokkos::IndexType<size_type>>(space, 0, b.rows),
+        [=](const size_type a) {
+          for (size_type p = row_map(a) - base; p < row_map(a + 1) - base; ++p) {
+            const size_type c = size_type(entries(p));
+            T wh = T(0);
+            for (int t = 0; t < k; ++t) wh += A(row0 + t, a0 + a) * B(row0 + t, c);
+            vals(p) = beta_ratio(values(p), wh, beta);
+          }
+        });
+    return;
+  }
   Kokkos::parallel_for(
       "knmf::beta::sddmm", TeamPolicy(space, int(b.rows), team_size_for(32)),
       KOKKOS_LAMBDA(const Member& team) {
