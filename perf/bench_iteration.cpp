@@ -3,7 +3,7 @@
 //
 //   knmf_bench_iteration --n N --g G --density D --R R --k K [--dtype float|double]
 //       [--format dense|sparse|streamed-dense|streamed-sparse] [--blocks B] [--solver mu|cd]
-//       [--iters A,B] [--repeats N]
+//       [--iters A,B] [--repeats N] [--beta-loss frobenius|kullback-leibler|NUMBER]
 // Prints one JSON object: seconds per iteration (median over repeats of (t(B) - t(A)) / (B - A),
 // so init and copies cancel), GFLOP/s of the two products (dense: 4 n g R k; sparse:
 // 4 nnz R k), bytes of X on the device, peak RSS.
@@ -30,6 +30,7 @@ struct Args {
   double density = 0.05;
   int R = 4, k = 20;
   std::string dtype = "float", format = "sparse", solver = "mu", iters = "2,6";
+  std::string beta_loss = "frobenius";
   int blocks = 4, repeats = 3;
 };
 
@@ -67,6 +68,7 @@ template <class T, class XMat>
 void time_solver(const Args& a, const XMat& X, size_type nnz, double x_bytes) {
   SolverOptions o;
   o.solver = parse_solver(a.solver);
+  o.beta_loss = parse_beta_loss(a.beta_loss);
   o.tol = 0;
   int i0 = 2, i1 = 6;
   std::sscanf(a.iters.c_str(), "%d,%d", &i0, &i1);
@@ -87,11 +89,11 @@ void time_solver(const Args& a, const XMat& X, size_type nnz, double x_bytes) {
   const double flops = 4.0 * double(a.R) * a.k * (dense ? double(a.n) * double(a.g) : double(nnz));
   std::printf(
       "{\"n\": %lld, \"g\": %lld, \"density\": %.4f, \"nnz\": %lld, \"R\": %d, \"k\": %d, "
-      "\"dtype\": \"%s\", \"format\": \"%s\", \"solver\": \"%s\", \"blocks\": %d, "
+      "\"dtype\": \"%s\", \"format\": \"%s\", \"solver\": \"%s\", \"beta_loss\": \"%s\", \"blocks\": %d, "
       "\"seconds_per_iteration\": %.6g, \"gflops\": %.4g, \"x_device_bytes\": %.0f, "
       "\"peak_rss_bytes\": %.0f, \"threads\": %d, \"blas\": \"%s\"}\n",
       (long long)a.n, (long long)a.g, double(nnz) / (double(a.n) * a.g), (long long)nnz, a.R,
-      a.k, a.dtype.c_str(), a.format.c_str(), a.solver.c_str(), a.blocks, s, flops / s * 1e-9,
+      a.k, a.dtype.c_str(), a.format.c_str(), a.solver.c_str(), a.beta_loss.c_str(), a.blocks, s, flops / s * 1e-9,
       x_bytes, bench::peak_rss_bytes(), concurrency(), blas_core().c_str());
 }
 
@@ -189,6 +191,7 @@ int main(int argc, char** argv) {
   app.add_option("--dtype", a.dtype);
   app.add_option("--format", a.format);
   app.add_option("--solver", a.solver);
+  app.add_option("--beta-loss", a.beta_loss);
   app.add_option("--iters", a.iters);
   app.add_option("--blocks", a.blocks);
   app.add_option("--repeats", a.repeats);

@@ -501,4 +501,33 @@ p("No GPU was available to this task (the device tool drew none). `perf/gpu/` ho
   " CPU compared with `knmf compare`, and the iteration benchmark against cuBLAS GEMM; see"
   " perf/gpu/README.md. Its figures are not in this file.")
 p()
+p("## 9. Beta-divergence MU: Kullback-Leibler against Frobenius")
+p()
+beta = load("beta.jsonl")
+if beta:
+    ctx = (load("beta.context") or "").strip()
+    p("One MU iteration of R = 2 replicates, k = 20 (R·k = 40, section 1's smallest batch) on the"
+      " synthetic X of section 2 (n x 2,000, 5% non-zero) stored dense or sparse, double:"
+      " scikit-learn's Frobenius MU against its Kullback-Leibler MU (`--solver mu --beta-loss"
+      " kullback-leibler`). Seconds per iteration, median of 5 repeats (by difference of two"
+      " run lengths, so init cancels). KL's iteration forms W H per replicate in row blocks"
+      " (dense X: two n x g x k GEMMs per replicate and update, plus the products with the"
+      " ratio; sparse X: W H only at the stored entries, no dense W H for beta = 1), where"
+      " Frobenius needs the two products with X alone. Measured " + ctx + ".")
+    p()
+    p("| X | n | R·k | Frobenius MU s/iter | KL MU s/iter | KL / Frobenius |")
+    p("|---|---|---|---|---|---|")
+    for f in ["dense", "sparse"]:
+        rows = {r["beta_loss"]: r for r in beta if r["format"] == f}
+        if "frobenius" in rows and "kullback-leibler" in rows:
+            a, b = rows["frobenius"], rows["kullback-leibler"]
+            p(f"| {f} | {a['n']:,} | {a['R'] * a['k']} | {a['seconds_per_iteration']:.3f} |"
+              f" {b['seconds_per_iteration']:.3f} |"
+              f" {b['seconds_per_iteration'] / a['seconds_per_iteration']:.2f}x |")
+    p()
+    p("Command: `perf/run.sh --only beta` (or the `knmf_bench_iteration` lines it runs).")
+else:
+    missing("beta")
+p()
+
 print("\n".join(out))

@@ -8,7 +8,7 @@
 # python3-sklearn and python3-torch (apt-get install -y python3-torch). Runs ~40 minutes on
 # 2 cores (--quick: small sizes, a few minutes, for checking the script). Raw results go to
 # perf/results/<section>.json*, the report to perf/RESULTS.md.
-# Sections: solver memory sparse oocore scaling cnmf torch mpi consensus devkernels
+# Sections: solver memory sparse oocore scaling cnmf torch mpi consensus devkernels beta
 # (devkernels needs the device-kernels build too: cmake/dev.sh device-test, or
 # KNMF_DEVICE_BUILD_DIR)
 set -euo pipefail
@@ -209,6 +209,21 @@ if want mpi; then
 fi
 
 # -- issue 8: consensus at scale ----------------------------------------------------------------
+# -- the beta-divergence MU (Kullback-Leibler) against Frobenius MU ------------------------------
+if want beta; then
+  log "Kullback-Leibler MU vs Frobenius MU"
+  n=$(q 5000 20000)
+  : > $RES/beta.jsonl
+  for f in dense sparse; do
+    for b in frobenius kullback-leibler; do
+      it --n $n --density 0.05 --R 2 --k 20 --dtype double --format $f --solver mu --beta-loss $b \
+        --iters 1,4 --repeats $(q 1 5) >> $RES/beta.jsonl
+    done
+  done
+  echo "$(date -u +%Y-%m-%dT%H:%M:%SZ); $("$KNMF" --version | head -1); load average $(cut -d' ' -f1-3 /proc/loadavg)" \
+    > $RES/beta.context
+fi
+
 if want consensus && [[ -x $B/perf/knmf_bench_consensus ]]; then
   log "consensus k = 20, 100 replicates"
   "$B/perf/knmf_bench_consensus" $(q "100000 2000 20 100" "1000000 2000 20 100") > $RES/consensus.txt

@@ -47,6 +47,9 @@ public:
                          "W0, H0 as scikit-learn's init: random, nndsvd, nndsvda or nndsvdar "
                          "(cNMF mode: the run's yaml says)")
         ->capture_default_str();
+    numeric_->add_option("--beta-loss", beta_loss_,
+                         "native mode: frobenius (default), kullback-leibler, itakura-saito or a "
+                         "number (scikit-learn's beta_loss; not 2 needs --solver mu)");
     sub_->add_option("--dtype", dtype_, "compute type: float or double")->capture_default_str();
     sub_->add_option("--format", format_,
                      "X on the device: auto (by density and memory), dense or sparse")
@@ -73,12 +76,13 @@ public:
     c_.format = parse_x_format(format_);
     c_.solver_set = flags_.apply(c_.solver);
     c_.solver.init = parse_init(init_, "--init");
+    if (!beta_loss_.empty()) c_.solver.beta_loss = parse_beta_loss(beta_loss_, "--beta-loss");
     c_.batch = parse_batch(batch_);
     if (!memory_limit_.empty())
       c_.device_memory_limit = parse_bytes(memory_limit_, "--device-memory-limit");
     if (c_.cnmf_mode())
       for (const char* opt : {"--tol", "--max-iter", "--alpha-usage", "--alpha-spectra",
-                              "--l1-ratio", "--init"})
+                              "--l1-ratio", "--init", "--beta-loss"})
         if (sub_->count(opt) > 0)
           input_error(opt, " cannot be used in cNMF mode: the run's values come from ",
                       c_.name, ".nmf_idvrun_params.yaml (edit it, or use native mode)");
@@ -114,6 +118,7 @@ private:
   std::string batch_ = "auto";
   std::string init_ = to_string(InitKind::random);
   std::string memory_limit_;
+  std::string beta_loss_;
 #if KNMF_HAVE_MPI
   mpi::DistributeOptions dist_;
   std::string distribute_ = to_string(mpi::DistributeOptions{}.mode);

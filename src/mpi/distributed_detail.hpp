@@ -34,6 +34,11 @@ struct RowPartition<mpi::DistributedMatrix<Inner>> {
                          const Matrix<T>& Q) {
     RowPartition<Inner>::wt_times_x(space, x.local(), W, Q);  // this rank's rows; see reduce
   }
+  template <class F>
+  static void for_each_beta_block(const ExecSpace& space, const X& x, bool transposed, F&& f) {
+    RowPartition<Inner>::for_each_beta_block(space, x.local(), transposed, f);  // see reduce
+  }
+  static BetaShape beta_shape(const X& x) { return RowPartition<Inner>::beta_shape(x.local()); }
   template <class T>
   static void reduce(const X& x, const ExecSpace& space, const Matrix<T>& m) {
     allreduce_view(x.comm(), space, m);

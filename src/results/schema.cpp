@@ -343,6 +343,7 @@ RunInfo read_info(const std::string& file, hid_t fid) {
     r.solver.init = parse_init(*init, file + ": root attribute init");
   r.dtype = parse_dtype(need_string(file, root, "dtype"), file + ": root attribute dtype");
   r.beta_loss = need_string(file, root, "beta_loss");
+  r.solver.beta_loss = parse_beta_loss(r.beta_loss, file + ": root attribute beta_loss");
   r.save_usages = need_int(file, root, "save_usages") != 0;
   r.solver.return_W = r.save_usages;
   if (r.ks.empty() || r.n_iter < 1 || r.n_cells < 1 || shape[1] < 1)

@@ -99,9 +99,6 @@ RunPlan plan_cnmf(const FactorizeConfig& c) {
   require_writable_dir(p.paths.tmp_dir(), "--output-dir");
   const auto params = io::read_nmf_run_params(p.paths.nmf_run_parameters());
   p.warnings = io::unknown_key_warnings(params, p.paths.nmf_run_parameters());
-  if (params.beta_loss != "frobenius")
-    input_error(p.paths.nmf_run_parameters(), ": beta_loss '", params.beta_loss,
-                "' is not supported yet (knmf implements the Frobenius loss)");
   p.solver = c.solver;
   p.solver.init = parse_init(params.init, "init in " + p.paths.nmf_run_parameters());
   if (!c.solver_set) p.solver.solver = parse_solver(params.solver, "solver in " + p.paths.nmf_run_parameters());
@@ -110,6 +107,12 @@ RunPlan plan_cnmf(const FactorizeConfig& c) {
   p.solver.alpha_W = params.alpha_W;
   p.solver.alpha_H = params.alpha_H;
   p.solver.l1_ratio = params.l1_ratio;
+  p.solver.beta_loss = parse_beta_loss(params.beta_loss, "beta_loss in " + p.paths.nmf_run_parameters());
+  // cNMF writes solver mu for a loss other than frobenius (scikit-learn's cd handles only it)
+  if (p.solver.beta_loss != 2.0 && p.solver.solver != SolverKind::mu)
+    input_error(p.paths.nmf_run_parameters(), ": beta_loss '", params.beta_loss, "' needs solver mu",
+                c.solver_set ? " (--solver " + to_string(p.solver.solver) + " was given)"
+                             : " (the file says solver '" + params.solver + "')");
   p.solver.validate();
   p.x_path = p.paths.normalized_counts();
   auto mine = worker_jobs(io::read_cnmf_job_table(p.paths.nmf_replicate_parameters()),
@@ -158,6 +161,7 @@ RunPlan plan_native(const FactorizeConfig& c, const io::H5adReader& reader) {
   info.n_iter = c.n_iter;
   info.seed = c.seed;
   info.solver = c.solver;
+  info.beta_loss = beta_loss_name(c.solver.beta_loss);
   info.dtype = c.dtype;
   info.save_usages = c.save_usages;
   info.batch_size = c.batch;

@@ -158,6 +158,25 @@ void check_fits(const FactorizeConfig& c, const io::H5adReader& reader, const st
   }
 }
 
+/// The stored entries of a sparse X (what the beta rule's scratch holds), 0 for a dense one.
+template <class T>
+std::int64_t sparse_values(const DenseMatrix<T>&) {
+  return 0;
+}
+template <class T>
+std::int64_t sparse_values(const CsrMatrix<T>& X) {
+  return std::int64_t(X.nnz());
+}
+template <class T>
+std::int64_t sparse_values(const StreamedMatrix<T>& X) {
+  return X.sparse() ? std::int64_t(X.nnz()) : 0;
+}
+/// A row block of X (MPI): its own block's entries.
+template <class XMat>
+auto sparse_values(const XMat& X) -> decltype(X.local(), std::int64_t()) {
+  return sparse_values(X.local());
+}
+
 // ----------------------------------------------------------- results and the job channel
 
 /// Stores finished replicates: a cNMF spectra file, or the results file (committed every
@@ -305,7 +324,8 @@ FactorizeSummary run_jobs(const FactorizeConfig& c, const RunPlan& plan, JobChan
     const std::int64_t pending = jobs_of_k(plan.jobs, k);
     const int batch = forced_batch(c.batch, pending);
     const auto bp = plan_batch(X.rows(), X.cols(), k, s, bytes_x, budget, batch,
-                               batch > 0 ? batch : max_R);
+                               batch > 0 ? batch : max_R, false, plan.solver.beta_loss,
+                               sparse_values(X));
     if (!c.quiet) {
       log << "plan: " << bp.describe();
       if (batch < c.batch)
@@ -389,6 +409,10 @@ FactorizeSummary run_factorize_with(const FactorizeConfig& c, Parts& parts, std:
   FactorizeSummary sum = parts.template run_on_x<T>(
       run, where, [&](const auto& X, std::int64_t bytes_x, JobChannel& channel) {
         x_max = X.stats().max_value;
+        // scikit-learn's refusal of beta_loss <= 0 on an X with zeros, before anything is written
+        if (plan.solver.solver == SolverKind::mu && plan.solver.beta_loss != 2.0)
+          check_beta_loss_zeros(plan.solver.beta_loss, X.stats().min_value, X.stats().count,
+                                info.n_obs, info.n_vars, plan.x_path);
         // X as read (under MPI the whole X: DistributedMatrix merges the ranks' blocks)
         store.open(X.fingerprint().text(info.n_obs, info.n_vars));
         if (plan.results) log_warnings(*plan.results, log);

@@ -1,3 +1,5 @@
+#include <algorithm>
+
 #include "engine.hpp"
 
 namespace knmf {
@@ -9,12 +11,20 @@ KNMF_INSTANTIATE_SOLVER(CsrMatrix<double>)
 KNMF_INSTANTIATE_SOLVER(StreamedMatrix<float>)
 KNMF_INSTANTIATE_SOLVER(StreamedMatrix<double>)
 
-SolverBytes solver_bytes(std::int64_t n, std::int64_t g, int k, int element_bytes, bool refit) {
+SolverBytes solver_bytes(std::int64_t n, std::int64_t g, int k, int element_bytes, bool refit,
+                         double beta_loss, std::int64_t sparse_nnz) {
+  detail::BetaShape shape;
+  if (beta_loss != 2.0) shape.block_rows = detail::beta_block_rows(n, g, element_bytes);
+  if (beta_loss != 2.0 && sparse_nnz > 0) {
+    shape.sparse_rows = std::max(n, g);
+    shape.sparse_values = sparse_nnz;
+  }
   const auto b = detail::slot_batch_bytes(n, g, k, element_bytes,
-                                          refit ? detail::RunMode::refit : detail::RunMode::factorize);
+                                          refit ? detail::RunMode::refit : detail::RunMode::factorize,
+                                          beta_loss, shape);
   SolverBytes out;
   out.per_slot = b.per_slot();
-  out.per_batch = b.stage;
+  out.per_batch = b.stage + b.beta;
   return out;
 }
 

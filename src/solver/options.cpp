@@ -1,6 +1,9 @@
 #include "knmf/solver/options.hpp"
 
 #include <cmath>
+#include <iomanip>
+#include <sstream>
+#include <stdexcept>
 
 #include "knmf/core/error.hpp"
 #include "knmf/solver/result.hpp"
@@ -21,6 +24,51 @@ void SolverOptions::validate() const {
     input_error("--l1-ratio ", l1_ratio, " is invalid: it must lie in [0, 1]");
   if (zero_guard == ZeroGuard::add_eps && (!(eps > 0) || !std::isfinite(eps)))
     input_error("--eps ", eps, " is invalid: it must be a finite number > 0");
+  if (!std::isfinite(beta_loss))
+    input_error("--beta-loss ", beta_loss, " is invalid: it must be a finite number");
+  if (beta_loss != 2.0 && solver != SolverKind::mu)
+    input_error("--solver ", to_string(solver), " with --beta-loss ", beta_loss_name(beta_loss),
+                " is invalid: solver '", to_string(solver), "' does not handle beta_loss = ",
+                beta_loss_name(beta_loss), " (only --solver mu does, as in scikit-learn)");
+}
+
+double parse_beta_loss(const std::string& s, const std::string& option) {
+  if (s == "frobenius") return 2.0;
+  if (s == "kullback-leibler") return 1.0;
+  if (s == "itakura-saito") return 0.0;
+  double v = 0.0;
+  size_t used = 0;
+  try {
+    v = std::stod(s, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != s.size() || !std::isfinite(v))
+    input_error(option, " '", s,
+                "' is invalid: expected frobenius, kullback-leibler, itakura-saito or a finite "
+                "number");
+  return v;
+}
+
+std::string beta_loss_name(double beta) {
+  if (beta == 2.0) return "frobenius";
+  if (beta == 1.0) return "kullback-leibler";
+  if (beta == 0.0) return "itakura-saito";
+  std::ostringstream o;
+  o << std::setprecision(17) << beta;
+  return o.str();
+}
+
+void check_beta_loss_zeros(double beta_loss, double min_value, std::int64_t stored,
+                           std::int64_t n, std::int64_t g, const std::string& source) {
+  if (!(beta_loss <= 0.0)) return;
+  const bool implicit_zero = double(stored) < double(n) * double(g);
+  if (implicit_zero || min_value == 0.0)
+    input_error(source, ": X contains zeros",
+                implicit_zero ? " (a sparse X with implicit zeros)" : "",
+                ", and with beta_loss ", beta_loss_name(beta_loss),
+                " (<= 0) the solver may diverge (scikit-learn refuses it): add small values to X "
+                "or use a positive --beta-loss");
 }
 
 std::string to_string(SolverKind s) { return s == SolverKind::mu ? "mu" : "cd"; }

@@ -102,6 +102,30 @@ TEST_F(MpiDriver, NativeRowPartitionMatchesOneProcess) {
   EXPECT_LT(max_rel_diff(y.usages(6, 2), x.usages(6, 2)), 1e-10);  // W gathered from all ranks
 }
 
+// Kullback-Leibler (solver mu, --beta-loss): jobs mode is bitwise one process, rows mode to
+// rounding (the beta rule's sums over the ranks).
+TEST_F(MpiDriver, KullbackLeiblerJobsAndRowsMatchOneProcess) {
+  TempDir tmp("knmf-mpi-kl");
+  const std::vector<std::string> a{"factorize", counts(), "-k", "4", "--n-iter", "3", "--quiet",
+                                   "--solver", "mu", "--beta-loss", "kullback-leibler"};
+  const auto ref = (tmp.path() / "ref.h5").string();
+  auto ra = a;
+  ra.insert(ra.end(), {"-o", ref});
+  ASSERT_EQ(run_knmf(ra).status, 0);
+  EXPECT_EQ(io::ResultsReader::open(ref).info().beta_loss, "kullback-leibler");
+  const auto jobs = (tmp.path() / "jobs.h5").string(), rows = (tmp.path() / "rows.h5").string();
+  auto rj = a;
+  rj.insert(rj.end(), {"-o", jobs});
+  auto r = run(mpi(rj));
+  ASSERT_EQ(r.status, 0) << r.out;
+  compare_results(ref, jobs, 0.0);
+  auto rr = a;
+  rr.insert(rr.end(), {"-o", rows, "--distribute", "rows"});
+  r = run(mpi(rr));
+  ASSERT_EQ(r.status, 0) << r.out;
+  compare_results(ref, rows, 1e-10);
+}
+
 TEST_F(MpiDriver, CnmfModeWritesTheSameFilesAsOneProcess) {
   TempDir tmp("knmf-mpi-cnmf");
   for (const char* d : {"one", "many"}) {

@@ -83,8 +83,9 @@ mpi::DistributedMatrix<CsrMatrix<double>> block_of(const Dataset& d, size_type r
 }
 
 template <class Inner>
-void check(SolverKind s, bool empty_first) {
-  SCOPED_TRACE(to_string(s) + (empty_first ? " with an empty rank" : " balanced") + " on " +
+void check(SolverKind s, bool empty_first, double beta_loss = 2.0) {
+  SCOPED_TRACE(to_string(s) + " beta_loss " + beta_loss_name(beta_loss) +
+               (empty_first ? " with an empty rank" : " balanced") + " on " +
                std::to_string(size()) + " rank(s)");
   const auto d = synth();
   auto full = DenseMatrix<double>::from_host(ExecSpace(), d.n, d.g, d.x.data());
@@ -96,6 +97,7 @@ void check(SolverKind s, bool empty_first) {
   o.solver = s;
   o.tol = 1e-5;
   o.return_W = true;
+  o.beta_loss = beta_loss;
   std::vector<Job> jobs{{4, 0, 5, 0}, {4, 1, 6, 1}, {4, 2, 7, 2}};
   const auto ref = factorize(ExecSpace(), full, jobs, 2, o);
   const auto res = factorize(ExecSpace(), X, jobs, 2, o);
@@ -128,6 +130,14 @@ TEST(MpiRows, SparseMu) { check<CsrMatrix<double>>(SolverKind::mu, false); }
 TEST(MpiRows, SparseCd) { check<CsrMatrix<double>>(SolverKind::cd, false); }
 TEST(MpiRows, DenseMuWithAnEmptyRank) { check<DenseMatrix<double>>(SolverKind::mu, true); }
 TEST(MpiRows, SparseCdWithAnEmptyRank) { check<CsrMatrix<double>>(SolverKind::cd, true); }
+// the beta rule (beta_loss != 2): its H numerator, denominator, W sums and divergence summed
+// over the ranks
+TEST(MpiRows, DenseKullbackLeibler) { check<DenseMatrix<double>>(SolverKind::mu, false, 1.0); }
+TEST(MpiRows, SparseKullbackLeiblerWithAnEmptyRank) {
+  check<CsrMatrix<double>>(SolverKind::mu, true, 1.0);
+}
+TEST(MpiRows, DenseBetaOneAndAHalf) { check<DenseMatrix<double>>(SolverKind::mu, true, 1.5); }
+TEST(MpiRows, SparseBetaOneAndAHalf) { check<CsrMatrix<double>>(SolverKind::mu, false, 1.5); }
 
 // NNDSVD's host LU/QR need every row: a row-partitioned X refuses it (every rank alike), and
 // the fixed-H refit, which uses no init, still runs.

@@ -51,6 +51,47 @@ TEST(SlotBatch, ReportedBytesAreAllocatedBytes) {
   }
 }
 
+/// The beta rule's buffers (beta_loss != 2): the per-slot sums with the factors, the passes'
+/// scratch per batch, for a dense X and a sparse one of `nnz` entries.
+template <class T>
+void check_beta_bytes(size_type n, size_type g, int k, int R, RunMode mode, std::int64_t nnz) {
+  SCOPED_TRACE(testing::Message() << "beta: " << n << " x " << g << ", k = " << k << ", R = " << R
+                                  << ", nnz " << nnz << ", " << sizeof(T) << "-byte values");
+  detail::BetaShape shape{detail::beta_block_rows(n, g, int(sizeof(T))), 0, 0};
+  if (nnz > 0) shape = {shape.block_rows, std::max(n, g), nnz};
+  const auto plain = detail::slot_batch_bytes(n, g, k, int(sizeof(T)), mode);
+  const auto want = detail::slot_batch_bytes(n, g, k, int(sizeof(T)), mode, 1.0, shape);
+  EXPECT_EQ(want.factors, plain.factors + 2 * k * std::int64_t(sizeof(T)));
+  EXPECT_GT(want.beta, 0);
+  SlotBatch<T> b(ExecSpace(), n, g, k, mode);
+  b.allocate(R);
+  b.allocate_beta(shape);
+  const std::int64_t views_per_slot = want.factors + want.grams + want.flags;
+  EXPECT_EQ(b.allocated_bytes(), R * views_per_slot + want.beta);
+  if (R > 1) {
+    b.compact({0, R - 1});
+    EXPECT_EQ(b.allocated_bytes(), 2 * views_per_slot + want.beta);
+  }
+  const auto s = solver_bytes(n, g, k, int(sizeof(T)), mode == RunMode::refit, 1.0, nnz);
+  EXPECT_EQ(s.per_slot, want.factors + want.grams + want.scratch);
+  EXPECT_EQ(s.per_batch, want.stage + want.beta);
+  EXPECT_EQ(batch_fixed_bytes(n, g, k, int(sizeof(T)), mode == RunMode::refit, 1.0, nnz),
+            s.per_batch + (std::int64_t(8) << 20));
+  // W H in row blocks: never n x g (here the budget caps the rows of a block)
+  EXPECT_LE(shape.block_rows * 2 * g * std::int64_t(sizeof(T)),
+            std::max<std::int64_t>(detail::beta_scratch_budget, 2 * g * std::int64_t(sizeof(T))));
+}
+
+TEST(SlotBatch, BetaRuleBytesAreAllocatedBytes) {
+  for (RunMode mode : {RunMode::factorize, RunMode::refit}) {
+    check_beta_bytes<double>(3000, 700, 5, 4, mode, 0);
+    check_beta_bytes<float>(300, 2100, 3, 3, mode, 12345);
+    check_beta_bytes<double>(20000, 3000, 4, 2, mode, 0);  // 64 MiB budget: 1398 rows a block
+    check_beta_bytes<double>(1, 1, 1, 1, mode, 1);
+  }
+  EXPECT_EQ(detail::beta_block_rows(20000, 3000, 8), (std::int64_t(64) << 20) / (2 * 3000 * 8));
+}
+
 TEST(SlotBatch, ProductScratchOnlyForTransposedHostProducts) {
   const auto d = detail::slot_batch_bytes(20000, 3000, 4, 8, RunMode::factorize);
   const auto f = detail::slot_batch_bytes(20000, 3000, 4, 4, RunMode::factorize);

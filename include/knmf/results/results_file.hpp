@@ -24,7 +24,7 @@
 ///     tol, alpha_W, alpha_H, l1_ratio, eps       float64
 ///     solver ("cd"|"mu"), zero_guard ("replace-zero"|"add-eps"), dtype ("float"|"double"),
 ///     init ("random"|"nndsvd"|"nndsvda"|"nndsvdar"; absent in older files: "random"),
-///     beta_loss ("frobenius")                    str
+///     beta_loss ("frobenius", "kullback-leibler", "itakura-saito" or the number) str
 ///     save_usages      int64  0/1
 ///     complete         int64  0/1: set to 1 last, once every replicate is committed (never
 ///                             while a committed replicate is non_finite)
@@ -121,7 +121,7 @@ struct RunInfo {
   /// `return_W` is not recorded: `save_usages` is.
   SolverOptions solver;
   Dtype dtype = Dtype::float32;         ///< precision of X and the solver (stored as "float"|"double")
-  std::string beta_loss = "frobenius";  ///< cNMF's beta_loss (the solver does Frobenius)
+  std::string beta_loss = "frobenius";  ///< scikit-learn's beta_loss (beta_loss_name of solver.beta_loss)
   bool save_usages = false;             ///< store each replicate's usages W
   /// The job table in cNMF's row order (Job::index = row). Empty: the writer uses
   /// cnmf_job_table(ks, n_iter, seed).

@@ -45,18 +45,20 @@ struct BatchPlan {
 };
 
 /// Per-replicate device bytes for (n, g, k): factorize, or a fixed-H refit (`refit`).
+/// (beta_loss != 2 adds the beta rule's buffers; `sparse_nnz`: X's stored entries when sparse.)
 std::int64_t bytes_per_replicate(std::int64_t n, std::int64_t g, int k, int element_bytes,
-                                 bool refit);
+                                 bool refit, double beta_loss = 2.0, std::int64_t sparse_nnz = 0);
 /// Device bytes of a batch whatever its size (the solver's result staging buffer and the
 /// slack): BatchPlan::bytes_fixed. One replicate next to X needs bytes_per_replicate + this.
 std::int64_t batch_fixed_bytes(std::int64_t n, std::int64_t g, int k, int element_bytes,
-                               bool refit = false);
+                               bool refit = false, double beta_loss = 2.0,
+                               std::int64_t sparse_nnz = 0);
 
 /// Largest R <= max_R that fits `budget` next to X (requested_R > 0 forces that R). Throws
 /// InputError before anything is allocated when even R = 1 (or the forced R) does not fit,
 /// saying how much is needed.
 BatchPlan plan_batch(std::int64_t n, std::int64_t g, int k, int element_bytes,
                      std::int64_t bytes_x, std::int64_t budget, int requested_R, int max_R,
-                     bool refit = false);
+                     bool refit = false, double beta_loss = 2.0, std::int64_t sparse_nnz = 0);
 
 }  // namespace knmf

@@ -71,10 +71,12 @@ struct SolverBytes {
   /// W_next), the per-slot Grams and chunk partials, and the dense products' host scratch
   /// (double on the OpenMP backend, where both products are formed transposed).
   std::int64_t per_slot = 0;
-  /// Bytes per batch whatever its size: the result staging buffer (k x max(n, g)).
+  /// Bytes per batch whatever its size: the result staging buffer (k x max(n, g)) and, for
+  /// beta_loss != 2, the beta passes' scratch (W H in row blocks of at most 64 MiB, and for a
+  /// sparse X with `sparse_nnz` stored entries the ratio values and per-row sums).
   std::int64_t per_batch = 0;
 };
 SolverBytes solver_bytes(std::int64_t n, std::int64_t g, int k, int element_bytes,
-                         bool refit = false);
+                         bool refit = false, double beta_loss = 2.0, std::int64_t sparse_nnz = 0);
 
 }  // namespace knmf

@@ -36,6 +36,10 @@ struct SolverOptions {
   double eps = 1e-9;            ///< added when zero_guard == add_eps
   bool return_W = false;        ///< also return each replicate's usages W (n x k)
   InitKind init = InitKind::random;  ///< W0, H0 of a factorization (a refit does not use it)
+  /// scikit-learn's beta_loss as a number: 2 Frobenius (the MuRule / CdRule path), 1
+  /// Kullback-Leibler, 0 Itakura-Saito, any other finite value the beta-divergence. Only
+  /// solver mu handles beta != 2 (BetaMuRule, scikit-learn's _fit_multiplicative_update).
+  double beta_loss = 2.0;
 
   /// Throws InputError naming the option and its value when out of range.
   void validate() const;
@@ -49,6 +53,18 @@ SolverKind parse_solver(const std::string& s, const std::string& option = "--sol
 ZeroGuard parse_zero_guard(const std::string& s, const std::string& option = "--zero-guard");
 /// Parses "random"/"nndsvd"/"nndsvda"/"nndsvdar" (InputError naming `option` otherwise).
 InitKind parse_init(const std::string& s, const std::string& option = "--init");
+/// Parses scikit-learn's beta_loss: "frobenius" (2), "kullback-leibler" (1), "itakura-saito"
+/// (0) or a finite number (InputError naming `option` and the value otherwise).
+double parse_beta_loss(const std::string& s, const std::string& option = "--beta-loss");
+/// The name of a beta_loss value: frobenius, kullback-leibler, itakura-saito, or the number.
+std::string beta_loss_name(double beta);
+
+/// scikit-learn's refusal for beta_loss <= 0 on an X with zeros (dense X: its smallest value
+/// is 0; sparse X: an implicit zero, i.e. fewer stored entries than n*g, or a stored 0):
+/// InputError naming `source`. `min_value` is the smallest stored value, `stored` how many
+/// values are stored of n*g.
+void check_beta_loss_zeros(double beta_loss, double min_value, std::int64_t stored,
+                           std::int64_t n, std::int64_t g, const std::string& source);
 
 /// Regularization scales as scikit-learn computes them from (alpha, l1_ratio) and X's shape:
 /// l1_W = g * alpha_W * l1_ratio, l2_W = g * alpha_W * (1 - l1_ratio), and with n for H.

@@ -60,6 +60,61 @@ struct FactorizeStep {
     return v;
   }
   std::vector<double> violations_H() const { return batch.sum_partials(batch.g, batch.R); }
+
+  // ------------------------------------------------ the beta rule (rule_beta_mu.hpp)
+  /// The active slots, in order (the beta passes run slot by slot).
+  std::vector<int> slots = {};
+
+  auto beta_visit() const {
+    return [this](bool transposed, const auto& f) {
+      Part::for_each_beta_block(space, X, transposed, f);
+    };
+  }
+  BetaOperands<T> beta_operands(const std::vector<int>& which) const {
+    return BetaOperands<T>{batch.W, batch.H, batch.R, batch.k, opts.beta_loss, nullptr, which};
+  }
+  /// W <- W * (numerator / denominator)^gamma for the active slots (this block's rows). For
+  /// beta 1 the denominator is H's row sums (scikit-learn's H_sum), recomputed every iteration
+  /// of a factorization and kept over a refit's iterations (`refit`; set by the runner's fill).
+  void beta_update_W(bool refit) const {
+    auto& b = batch;
+    if (opts.beta_loss == 1.0) {
+      if (!refit) slot_row_sums(space, b.H, b.R, b.k, active, b.gram_partial, b.hsum);
+      hsum_in_place(space, b.hsum, b.k, active, reg.l1_W, reg.l2_W);
+    }
+    beta_w_pass(space, beta_visit(), beta_operands(slots), b.beta, b.P, b.hsum, reg.l1_W,
+                reg.l2_W);
+  }
+  /// H <- H * (numerator / denominator)^gamma for the active slots, from the new W; the
+  /// numerator (Q), denominator (H_next) and W's sums are summed over the row blocks.
+  void beta_update_H() const {
+    auto& b = batch;
+    beta_h_pass(space, beta_visit(), beta_operands(slots), b.beta, b.Q, b.H_next);
+    Part::reduce(X, space, b.Q);
+    if (opts.beta_loss != 1.0) {
+      Part::reduce(X, space, b.H_next);
+    } else {
+      slot_row_sums(space, b.W, b.R, b.k, active, b.gram_partial, b.wsum);
+      Part::reduce(X, space, b.wsum);
+    }
+    beta_h_update(space, b.H, b.Q, b.H_next, b.wsum, active, b.k, opts.beta_loss, reg.l1_H,
+                  reg.l2_H);
+  }
+  /// sqrt(2 D_beta(X | W H)) of the slots in `which` (mask `m`): one value per slot of the
+  /// batch, 0 for the others. H's row sums (beta 1) go to wsum, which the next H update
+  /// recomputes.
+  std::vector<double> beta_errors(const std::vector<int>& which, const SlotMask& m,
+                                  size_type n_global) const {
+    auto& b = batch;
+    std::vector<double> sums(size_t(b.R), 0.0), err(size_t(b.R), 0.0);
+    if (opts.beta_loss == 1.0) slot_row_sums(space, b.H, b.R, b.k, m, b.gram_partial, b.wsum);
+    beta_divergence_pass(space, beta_visit(), beta_operands(which), b.beta, b.wsum, sums);
+    Part::reduce(X, sums);
+    for (int r : which)
+      err[size_t(r)] = beta_error_from_sum(sums[size_t(r)], opts.beta_loss, double(n_global),
+                                           double(b.g));
+    return err;
+  }
 };
 
 template <class T, class XMat>
@@ -91,7 +146,12 @@ public:
     reg_ = regularization(opts, n_global_, g_);
     norm_x_ = X.stats().norm2;
     mean_ = X.mean();
+    beta_ = opts.solver == SolverKind::mu && opts.beta_loss != 2.0;
+    if (beta_)  // scikit-learn's refusal, before anything runs
+      check_beta_loss_zeros(opts.beta_loss, X.stats().min_value, X.stats().count, n_global_, g_,
+                            "X");
     b_.allocate(R);
+    if (beta_) b_.allocate_beta(Part::beta_shape(X));
     slots_.assign(size_t(R), Slot{});
   }
 
@@ -99,7 +159,7 @@ public:
   void run(const JobSource& next, const ResultCallback& emit,
            const IterationCallback& on_iteration = {}) {
     Kokkos::Profiling::ScopedRegion region("knmf::solver::run");
-    with_rule(opt_.solver, [&](auto rule) { run_with<decltype(rule)>(next, emit, on_iteration); });
+    with_rule(opt_, [&](auto rule) { run_with<decltype(rule)>(next, emit, on_iteration); });
   }
 
 private:
@@ -158,6 +218,17 @@ private:
     }
     if (fresh.empty()) return;
     Kokkos::Profiling::ScopedRegion region("knmf::solver::init");
+    if (beta_) {
+      // a refit keeps H's row sums (scikit-learn's H_sum) over its iterations
+      if (mode_ == RunMode::refit && opt_.beta_loss == 1.0)
+        slot_row_sums(space_, b_.H, b_.R, k_, mask_of(fresh), b_.gram_partial, b_.hsum);
+      const auto err = step_of(mask_of(fresh), fresh).beta_errors(fresh, mask_of(fresh), n_global_);
+      for (int r : fresh) {
+        slots_[size_t(r)].progress.err_init = err[size_t(r)];
+        slots_[size_t(r)].progress.prev_err = err[size_t(r)];
+      }
+      return;
+    }
     if (mode_ == RunMode::refit) {
       // H is fixed: X H^T and H H^T are computed once per fill.
       const auto& all = active_mask();
@@ -239,6 +310,10 @@ private:
   std::vector<double> errors(const std::vector<int>& which) {
     std::vector<double> err(size_t(b_.R), 0.0);
     if (which.empty()) return err;
+    if (beta_) {
+      const auto& m = mask_of(which);
+      return step_of(m, which).beta_errors(which, m, n_global_);
+    }
     const auto& m = mask_of(which);
     if (!q_current_) {
       Part::wt_times_x(space_, X_, b_.W, b_.Q);
@@ -255,6 +330,16 @@ private:
     return err;
   }
 
+  std::vector<int> active_list() const {
+    std::vector<int> a;
+    for (int r = 0; r < b_.R; ++r)
+      if (slots_[size_t(r)].active) a.push_back(r);
+    return a;
+  }
+  FactorizeStep<T, XMat> step_of(const SlotMask& m, const std::vector<int>& which) {
+    return FactorizeStep<T, XMat>{space_, X_, b_, opt_, reg_, m, which};
+  }
+
   // ------------------------------------------------------------- iterations
   template <class Rule>
   void iterate() {
@@ -262,8 +347,11 @@ private:
                                                                        : Rule::refit_region);
     const auto& act = active_mask();
     std::vector<double> values;
-    if (mode_ == RunMode::factorize) {
-      FactorizeStep<T, XMat> step{space_, X_, b_, opt_, reg_, act};
+    if constexpr (is_beta_rule<Rule>) {
+      auto step = step_of(act, active_list());
+      values = mode_ == RunMode::factorize ? Rule::factorize_step(step) : Rule::refit_step(step);
+    } else if (mode_ == RunMode::factorize) {
+      FactorizeStep<T, XMat> step{space_, X_, b_, opt_, reg_, act, {}};
       values = Rule::factorize_step(step);
       q_current_ = true;
     } else {
@@ -357,6 +445,7 @@ private:
   Regularization reg_;
   double norm_x_ = 0.0, mean_ = 0.0;
   bool exhausted_ = false;
+  bool beta_ = false;       ///< the beta rule runs (solver mu, beta_loss != 2)
   bool q_current_ = false;  ///< Q and GW belong to the current W (see errors)
   std::vector<Slot> slots_;
 };

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "knmf/core/types.hpp"
+#include "beta_passes.hpp"
 #include "kernels.hpp"
 #include "products.hpp"
 
@@ -35,6 +36,13 @@ struct RowPartition {
                          const Matrix<T>& Q) {
     detail::wt_times_x(space, X, W, Q);
   }
+  /// The beta passes' view of this block's rows (beta_passes.hpp): f(BetaBlock) for each
+  /// block, CSC blocks of a sparse X when `transposed`; and the scratch shape they need.
+  template <class F>
+  static void for_each_beta_block(const ExecSpace& space, const XMat& X, bool transposed, F&& f) {
+    detail::for_each_beta_block(space, X, transposed, f);
+  }
+  static BetaShape beta_shape(const XMat& X) { return detail::beta_shape(X); }
   /// Sum a device matrix / per-slot Grams / host values over all row blocks (in place).
   template <class T>
   static void reduce(const XMat&, const ExecSpace&, const Matrix<T>&) {}

@@ -9,17 +9,26 @@
 
 #include "knmf/core/error.hpp"
 #include "rule.hpp"
+#include "rule_beta_mu.hpp"
 #include "rule_cd.hpp"
 #include "rule_mu.hpp"
 
 namespace knmf::detail {
 
-/// f(Rule{}) with the rule of `solver`.
+/// f(Rule{}) with the rule of `solver` (the Frobenius rules: what a caller without X runs).
 template <class F>
 decltype(auto) with_rule(SolverKind solver, F&& f) {
   if (solver == SolverKind::mu) return std::forward<F>(f)(MuRule{});
   KNMF_ASSERT(solver == SolverKind::cd, "unknown solver");
   return std::forward<F>(f)(CdRule{});
+}
+
+/// f(Rule{}) with the rule of the options: BetaMuRule for solver mu with beta_loss != 2,
+/// else the rule of `o.solver` (beta_loss 2 is exactly the MuRule / CdRule path).
+template <class F>
+decltype(auto) with_rule(const SolverOptions& o, F&& f) {
+  if (o.solver == SolverKind::mu && o.beta_loss != 2.0) return std::forward<F>(f)(BetaMuRule{});
+  return with_rule(o.solver, std::forward<F>(f));
 }
 
 /// How run_fixed_h ended: the status, and the squared error of the final W when the rule had

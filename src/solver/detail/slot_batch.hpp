@@ -19,6 +19,7 @@
 #include "knmf/core/error.hpp"
 #include "knmf/core/host_access.hpp"
 #include "knmf/core/types.hpp"
+#include "beta_passes.hpp"
 #include "kernels.hpp"
 #include "products.hpp"
 
@@ -36,6 +37,7 @@ struct SlotBatchBytes {
   std::int64_t scratch = 0;  ///< per slot: the dense products' host scratch (products.hpp)
   std::int64_t flags = 0;    ///< per slot: the int mask, ones and list (a few bytes)
   std::int64_t stage = 0;    ///< per batch: the result staging buffer (k x max(n, g))
+  std::int64_t beta = 0;     ///< per batch: the beta passes' scratch (beta != 2; BetaWork)
   /// What grows with the batch size, as the memory model counts it (the flags are left to
   /// its slack: 12 bytes a slot).
   std::int64_t per_slot() const { return factors + grams + scratch; }
@@ -44,8 +46,11 @@ struct SlotBatchBytes {
 /// The bytes of a SlotBatch for X of n x g, k components and `element_bytes` per value,
 /// exactly as SlotBatch::allocate and SlotBatch::download allocate them (a test sums the
 /// spans of a constructed batch against it).
+/// With beta_loss != 2 the batch also holds the beta scratch of `shape` (per batch) and the
+/// per-slot sums of H and W (2 k values a slot, counted with the factors).
 inline SlotBatchBytes slot_batch_bytes(std::int64_t n, std::int64_t g, int k, int element_bytes,
-                                       RunMode mode) {
+                                       RunMode mode, double beta_loss = 2.0,
+                                       const BetaShape& shape = {}) {
   const std::int64_t s = element_bytes, kk = k;
   const std::int64_t chunks = std::int64_t(num_chunks(size_type(std::max(n, g))));
   // Every product checked: k, n and g come from the user (k = 20000 once wrapped an int).
@@ -61,6 +66,10 @@ inline SlotBatchBytes slot_batch_bytes(std::int64_t n, std::int64_t g, int k, in
   b.scratch = checked_mul({product_scratch_values(n, g, element_bytes), kk, s}, what);
   b.flags = 3 * std::int64_t(sizeof(int));
   b.stage = checked_mul({kk, std::max(n, g), s}, what);
+  if (beta_loss != 2.0) {
+    b.factors = checked_add({b.factors, checked_mul({2, kk, s}, what)}, what);  // hsum, wsum
+    b.beta = beta_scratch_bytes(shape, g, k, element_bytes);
+  }
   checked_add({b.factors, b.grams, b.scratch}, what);  // per_slot() below cannot wrap
   return b;
 }
@@ -83,6 +92,19 @@ struct SlotBatch {
 
   Matrix<T> W, P, W_next, H, Q, H_next;
   SlotGram GW, GH;
+  /// beta != 2 (allocate_beta): per-slot sums of H's rows and of W's rows ((R k) x 1), and the
+  /// passes' scratch (per batch)
+  Matrix<T> hsum, wsum;
+  BetaWork<T> beta;
+  bool has_beta = false;
+
+  /// The beta rule's buffers (after allocate): the sums of R slots and the scratch of `shape`.
+  void allocate_beta(const BetaShape& shape) {
+    has_beta = true;
+    hsum = alloc("knmf::beta::hsum", size_type(R) * k, 1);
+    wsum = alloc("knmf::beta::wsum", size_type(R) * k, 1);
+    beta.allocate(space, shape, g, k);
+  }
   Kokkos::View<double*, MemSpace> gram_partial, red_partial;
 
   /// Allocate the buffers of R slots (contents undefined).
@@ -119,9 +141,18 @@ struct SlotBatch {
       P2 = alloc("knmf::solver::P", rk2, n);
       pack_slots(space, P, list, k, P2);
     }
+    Matrix<T> hsum2;
+    if (has_beta) {  // a refit keeps H's sums (scikit-learn's H_sum) across iterations
+      hsum2 = alloc("knmf::beta::hsum", rk2, 1);
+      pack_slots(space, hsum, list, k, hsum2);
+    }
     space.fence();
     W = W2;
     H = H2;
+    if (has_beta) {
+      hsum = hsum2;
+      wsum = alloc("knmf::beta::wsum", rk2, 1);
+    }
     P = keep_p ? P2 : alloc("knmf::solver::P", rk2, n);
     if (mode == RunMode::refit) W_next = alloc("knmf::solver::W_next", rk2, n);
     Q = alloc("knmf::solver::Q", rk2, g);
@@ -222,8 +253,9 @@ struct SlotBatch {
   /// Bytes of every device View the batch holds now (for the test against slot_batch_bytes).
   std::int64_t allocated_bytes() const {
     std::int64_t b = 0;
-    for (const auto* v : {&W, &P, &W_next, &H, &Q, &H_next, &stage_})
+    for (const auto* v : {&W, &P, &W_next, &H, &Q, &H_next, &stage_, &hsum, &wsum})
       b += std::int64_t(v->span()) * std::int64_t(sizeof(T));
+    if (has_beta) b += beta.allocated_bytes();
     b += std::int64_t(GW.span() + GH.span() + gram_partial.span() + red_partial.span()) * 8;
     b += std::int64_t(mask_.span() + ones_.span() + list_.span()) * std::int64_t(sizeof(int));
     return b;
