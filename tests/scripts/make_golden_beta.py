@@ -23,6 +23,7 @@ import scipy.sparse as sp
 import sklearn
 from sklearn.decomposition import non_negative_factorization
 from sklearn.decomposition._nmf import _beta_divergence, _initialize_nmf
+from golden_nmf_lib import load_norm_counts
 
 warnings.filterwarnings("ignore")
 here = os.path.dirname(os.path.abspath(__file__))
@@ -45,15 +46,6 @@ def stored(which):
     shape = g["synthetic" if which == "synth" else "synthetic2"]["X"]
     return np.fromfile(os.path.join(out_dir, f"{which}.X.f64"), dtype="<f8").reshape(shape)
 
-
-def load_norm_counts(real_dir):
-    path = os.path.join(real_dir, "cnmf-pbmc-donor-a", "prepare", "pbmcA", "cnmf_tmp",
-                        "pbmcA.norm_counts.h5ad")
-    with h5py.File(path, "r") as f:
-        g = f["X"]
-        shape = tuple(g.attrs["shape"])
-        X = sp.csr_matrix((g["data"][:], g["indices"][:], g["indptr"][:]), shape=shape)
-    return X
 
 
 def add_run(case, X, matrix, k, seeds, beta, tol, max_iter, aW=0.0, aH=0.0, l1=0.0,

@@ -27,6 +27,7 @@ import scipy.sparse as sp
 import sklearn
 from sklearn.decomposition import non_negative_factorization
 from sklearn.decomposition._nmf import _initialize_nmf
+from golden_nmf_lib import synthetic, load_norm_counts
 
 warnings.filterwarnings("ignore")
 here = os.path.dirname(os.path.abspath(__file__))
@@ -48,27 +49,6 @@ def rel(a, b):
     return float(np.max(np.abs(a - b)) / np.max(np.abs(b)))
 
 
-def synthetic(n, g, k, seed, zero_rows=(), zero_cols=()):
-    # the generator of make_golden_nmf.py
-    rs = np.random.RandomState(seed)
-    W = rs.gamma(0.5, 1.0, size=(n, k))
-    H = rs.gamma(0.3, 1.0, size=(k, g))
-    X = rs.poisson(W @ H * 3.0).astype(np.float64) / 3.0
-    for r in zero_rows:
-        X[r, :] = 0
-    for c in zero_cols:
-        X[:, c] = 0
-    return X
-
-
-def load_norm_counts(real_dir):
-    path = os.path.join(real_dir, "cnmf-pbmc-donor-a", "prepare", "pbmcA", "cnmf_tmp",
-                        "pbmcA.norm_counts.h5ad")
-    with h5py.File(path, "r") as f:
-        g = f["X"]
-        shape = tuple(g.attrs["shape"])
-        X = sp.csr_matrix((g["data"][:], g["indices"][:], g["indptr"][:]), shape=shape)
-    return X
 
 
 worst_dense_vs_csr = 0.0
