@@ -65,11 +65,17 @@ struct FactorizeStep {
   /// The active slots, in order (the beta passes run slot by slot).
   std::vector<int> slots = {};
 
-  auto beta_visit() const {
-    return [this](bool transposed, const auto& f) {
+  /// Visits X's blocks for the beta passes (a named type: nvcc refuses extended lambdas in
+  /// a function templated on a local lambda type).
+  struct BetaVisit {
+    const ExecSpace& space;
+    const XMat& X;
+    template <class F>
+    void operator()(bool transposed, const F& f) const {
       Part::for_each_beta_block(space, X, transposed, f);
-    };
-  }
+    }
+  };
+  BetaVisit beta_visit() const { return BetaVisit{space, X}; }
   BetaOperands<T> beta_operands(const std::vector<int>& which) const {
     return BetaOperands<T>{batch.W, batch.H, batch.R, batch.k, opts.beta_loss, nullptr, which};
   }

@@ -464,6 +464,59 @@ void beta_h_update(const ExecSpace& space, const Matrix<T>& H, const Matrix<T>& 
       });
 }
 
+/// rowsum(a) = the divergence terms of compressed row a of a sparse block for slot rows
+/// [row0, row0 + k) (beta 1: plus W_r(:, i) . hsum_r). A free function of T alone: nvcc
+/// refuses extended lambdas in functions templated on a local (lambda) type.
+template <class T>
+void divergence_sparse_rows(const ExecSpace& space, const BetaBlock<T>& b, const Matrix<T>& W,
+                            const Matrix<T>& H, const Matrix<T>& hsum, int row0, int k,
+                            double beta, bool kl, const Kokkos::View<double*, MemSpace>& rowsum) {
+  const auto row_map = b.row_map;
+  const auto entries = b.entries;
+  const auto values = b.values;
+  const size_type base = b.base, r0 = b.r0;
+  Kokkos::parallel_for(
+      "knmf::beta::divergence_sparse", Policy64(space, 0, b.rows), KOKKOS_LAMBDA(const size_type a) {
+        const size_type i = r0 + a;
+        double s = 0.0;
+        for (size_type p = row_map(a) - base; p < row_map(a + 1) - base; ++p) {
+          const size_type j = size_type(entries(p));
+          T wh = T(0);
+          for (int t = 0; t < k; ++t) wh += W(row0 + t, i) * H(row0 + t, j);
+          s += beta_div_entry(values(p), wh, beta);
+        }
+        if (kl)
+          for (int t = 0; t < k; ++t) s += double(W(row0 + t, i)) * double(hsum(row0 + t, 0));
+        rowsum(a) = s;
+      });
+}
+
+/// rowsum(a) = the divergence terms of row c0 + a from the chunk WHt (g x (c1 - c0)) of W H:
+/// X's entries for a dense block, the WH^beta terms when `all_wh`, beta 1's W . hsum.
+template <class T>
+void divergence_dense_rows(const ExecSpace& space, const BetaBlock<T>& b, const Matrix<T>& WHt,
+                           const Matrix<T>& W, const Matrix<T>& H, const Matrix<T>& hsum,
+                           int row0, int k, size_type c0, size_type c1, double beta, bool kl,
+                           bool all_wh, const Kokkos::View<double*, MemSpace>& rowsum) {
+  (void)H;
+  const size_type g = WHt.extent(0);
+  const bool dense = !b.sparse;
+  Kokkos::View<const T**, Kokkos::LayoutLeft, MemSpace> xt;
+  if (dense) xt = Kokkos::subview(b.xt, Kokkos::ALL, std::make_pair(c0 - b.r0, c1 - b.r0));
+  Kokkos::parallel_for(
+      "knmf::beta::divergence_dense", Policy64(space, 0, c1 - c0), KOKKOS_LAMBDA(const size_type a) {
+        double s = 0.0;
+        for (size_type j = 0; j < g; ++j) {
+          const T wh = WHt(j, a);
+          if (dense) s += beta_div_entry(xt(j, a), wh, beta);
+          if (all_wh) s += beta_div_all(wh, beta);
+        }
+        if (dense && kl)
+          for (int t = 0; t < k; ++t) s += double(W(row0 + t, c0 + a)) * double(hsum(row0 + t, 0));
+        rowsum(a) = s;
+      });
+}
+
 /// Per-slot sums over this X's rows of the divergence terms (beta_kernels.hpp), for the slots
 /// in o.slots (out[r]); beta 1 adds sum WH = sum_i W_r(:, i) . hsum_r (hsum: H row sums).
 template <class T, class VisitBlocks>
@@ -487,49 +540,15 @@ void beta_divergence_pass(const ExecSpace& space, const VisitBlocks& visit, cons
       const auto W = o.W, H = o.H;
       if (b.sparse) {
         w.reserve_sparse(space, b.rows, 0);
-        const auto row_map = b.row_map;
-        const auto entries = b.entries;
-        const auto values = b.values;
-        const size_type base = b.base, r0 = b.r0;
-        const auto rowsum = w.rowsum;
-        Kokkos::parallel_for(
-            "knmf::beta::divergence_sparse", Policy64(space, 0, b.rows), KOKKOS_LAMBDA(const size_type a) {
-              const size_type i = r0 + a;
-              double s = 0.0;
-              for (size_type p = row_map(a) - base; p < row_map(a + 1) - base; ++p) {
-                const size_type j = size_type(entries(p));
-                T wh = T(0);
-                for (int t = 0; t < k; ++t) wh += W(row0 + t, i) * H(row0 + t, j);
-                s += beta_div_entry(values(p), wh, beta);
-              }
-              if (kl)
-                for (int t = 0; t < k; ++t) s += double(W(row0 + t, i)) * double(hsum(row0 + t, 0));
-              rowsum(a) = s;
-            });
+        divergence_sparse_rows(space, b, W, H, hsum, row0, k, beta, kl, w.rowsum);
         out[size_t(r)] += host_sum(b.rows);
         if (!all_wh) continue;
       }
       for (size_type c0 = b.r0; c0 < b.r1; c0 += w.block_rows) {
         const size_type c1 = std::min<size_type>(c0 + w.block_rows, b.r1);
         auto WHt = wh_chunk(space, o, w, r, c0, c1);
-        const size_type g = WHt.extent(0);
-        const auto rowsum = w.rowsum;
-        const bool dense = !b.sparse;
-        Kokkos::View<const T**, Kokkos::LayoutLeft, MemSpace> xt;
-        if (dense) xt = Kokkos::subview(b.xt, Kokkos::ALL, std::make_pair(c0 - b.r0, c1 - b.r0));
-        Kokkos::parallel_for(
-            "knmf::beta::divergence_dense", Policy64(space, 0, c1 - c0), KOKKOS_LAMBDA(const size_type a) {
-              double s = 0.0;
-              for (size_type j = 0; j < g; ++j) {
-                const T wh = WHt(j, a);
-                if (dense) s += beta_div_entry(xt(j, a), wh, beta);
-                if (all_wh) s += beta_div_all(wh, beta);
-              }
-              if (dense && kl)
-                for (int t = 0; t < k; ++t)
-                  s += double(W(row0 + t, c0 + a)) * double(hsum(row0 + t, 0));
-              rowsum(a) = s;
-            });
+        divergence_dense_rows(space, b, WHt, W, H, hsum, row0, k, c0, c1, beta, kl, all_wh,
+                              w.rowsum);
         out[size_t(r)] += host_sum(c1 - c0);
       }
     }
