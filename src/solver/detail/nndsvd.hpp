@@ -207,40 +207,38 @@ void nndsvd_init(const ExecSpace& space, const XMat& X, int k, std::int64_t seed
     input_error("--init ", to_string(kind), ": X (", n, " x ", g,
                 ") is too large for the host LAPACK's 32-bit indices; use --init random");
   using HostT = Kokkos::View<T**, Kokkos::LayoutLeft, Kokkos::HostSpace>;
+  // One product with X of a column-major `in` x p matrix Y, in the solver's layout: Y^T
+  // (p x in) goes to the device, `product(Yt, Out)` fills Out (p x out), and Out^T comes back
+  // column-major (out x p).
+  auto through_x = [&](const std::vector<double>& Y, size_type p, size_type in, size_type out,
+                       const auto& product) {
+    Matrix<T> Yt(Kokkos::view_alloc(space, Kokkos::WithoutInitializing, "knmf::nndsvd::Yt"), p, in);
+    Matrix<T> Out(Kokkos::view_alloc(space, Kokkos::WithoutInitializing, "knmf::nndsvd::out"), p, out);
+    HostT h("knmf::nndsvd::Yt_host", p, in);
+    for (size_type i = 0; i < in; ++i)
+      for (size_type j = 0; j < p; ++j) h(j, i) = T(Y[size_t(i + j * in)]);
+    Kokkos::deep_copy(space, Yt, h);
+    product(Yt, Out);
+    HostT out_h("knmf::nndsvd::out_host", p, out);
+    Kokkos::deep_copy(space, out_h, Out);
+    space.fence();
+    std::vector<double> result(size_t(out * p));
+    for (size_type i = 0; i < out; ++i)
+      for (size_type j = 0; j < p; ++j) result[size_t(i + j * out)] = double(out_h(j, i));
+    return result;
+  };
   // X Z for a g x p Z: P = H X^T with H = Z^T (p x g)
   auto x_z = [&](const std::vector<double>& Z, size_type p) {
-    Matrix<T> H(Kokkos::view_alloc(space, Kokkos::WithoutInitializing, "knmf::nndsvd::Zt"), p, g);
-    Matrix<T> P(Kokkos::view_alloc(space, Kokkos::WithoutInitializing, "knmf::nndsvd::XZt"), p, n);
-    HostT h("knmf::nndsvd::Zt_host", p, g);
-    for (size_type b = 0; b < g; ++b)
-      for (size_type j = 0; j < p; ++j) h(j, b) = T(Z[size_t(b + j * g)]);
-    Kokkos::deep_copy(space, H, h);
-    Part::x_times_ht(space, X, H, P);
-    HostT out_h("knmf::nndsvd::XZt_host", p, n);
-    Kokkos::deep_copy(space, out_h, P);
-    space.fence();
-    std::vector<double> out(size_t(n * p));
-    for (size_type i = 0; i < n; ++i)
-      for (size_type j = 0; j < p; ++j) out[size_t(i + j * n)] = double(out_h(j, i));
-    return out;
+    return through_x(Z, p, g, n, [&](const Matrix<T>& Zt, const Matrix<T>& P) {
+      Part::x_times_ht(space, X, Zt, P);
+    });
   };
-  // X^T Y for an n x p Y: Q = W X with W = Y^T (p x n)
+  // X^T Y for an n x p Y: Q = W X with W = Y^T (p x n), summed over row blocks
   auto xt_y = [&](const std::vector<double>& Y, size_type p) {
-    Matrix<T> W(Kokkos::view_alloc(space, Kokkos::WithoutInitializing, "knmf::nndsvd::Yt"), p, n);
-    Matrix<T> Q(Kokkos::view_alloc(space, Kokkos::WithoutInitializing, "knmf::nndsvd::YtX"), p, g);
-    HostT h("knmf::nndsvd::Yt_host", p, n);
-    for (size_type i = 0; i < n; ++i)
-      for (size_type j = 0; j < p; ++j) h(j, i) = T(Y[size_t(i + j * n)]);
-    Kokkos::deep_copy(space, W, h);
-    Part::wt_times_x(space, X, W, Q);
-    Part::reduce(X, space, Q);
-    HostT out_h("knmf::nndsvd::YtX_host", p, g);
-    Kokkos::deep_copy(space, out_h, Q);
-    space.fence();
-    std::vector<double> out(size_t(g * p));
-    for (size_type b = 0; b < g; ++b)
-      for (size_type j = 0; j < p; ++j) out[size_t(b + j * g)] = double(out_h(j, b));
-    return out;
+    return through_x(Y, p, n, g, [&](const Matrix<T>& Yt, const Matrix<T>& Q) {
+      Part::wt_times_x(space, X, Yt, Q);
+      Part::reduce(X, space, Q);
+    });
   };
   const auto svd = randomized_svd(n, g, k, seed, std::is_same_v<T, float>, x_z, xt_y);
   nndsvd_from_svd<T>(svd, n, g, k, kind, seed, mean, H_row_major, W_row_major);
