@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "knmf/core/error.hpp"
+#include "knmf/core/host_access.hpp"
 #include "knmf/io/h5ad.hpp"
 #include "knmf/matrix/load.hpp"
 #include "solver_fixtures.hpp"
@@ -52,7 +53,7 @@ HostX host_matrix(const std::string& which) {
     auto X = load_dense<double>(ExecSpace(), reader);
     h.n = X.rows();
     h.g = X.cols();
-    auto xt = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), X.xt());  // g x n
+    const auto xt = host_copy(X.xt());  // g x n (a separate host copy in the device-kernels build)
     h.x.resize(size_t(h.n * h.g));
     for (size_type i = 0; i < h.n; ++i)
       for (size_type j = 0; j < h.g; ++j) h.x[size_t(i * h.g + j)] = xt(j, i);

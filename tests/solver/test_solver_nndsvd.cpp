@@ -9,6 +9,7 @@
 #include <map>
 
 #include "knmf/core/error.hpp"
+#include "knmf/core/host_access.hpp"
 #include "knmf/io/h5ad.hpp"
 #include "knmf/matrix/load.hpp"
 #include "knmf/matrix/streamed_matrix.hpp"
@@ -60,7 +61,7 @@ const HostX& host_matrix(const std::string& name) {
     auto reader = io::H5adReader::open(pbmc_prepare_dir() / "cnmf_tmp" / "pbmcA.norm_counts.h5ad");
     const auto X = load_dense<double>(ExecSpace(), reader);
     std::vector<double> d(size_t(X.rows() * X.cols()));
-    auto xt = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), X.xt());  // g x n
+    const auto xt = host_copy(X.xt());  // g x n (a separate host copy in the device-kernels build)
     for (size_type i = 0; i < X.rows(); ++i)
       for (size_type j = 0; j < X.cols(); ++j) d[size_t(i * X.cols() + j)] = xt(j, i);
     return cache[name] = host_from_dense(X.rows(), X.cols(), std::move(d));

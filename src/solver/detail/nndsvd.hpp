@@ -24,6 +24,7 @@
 #include <Kokkos_Profiling_ScopedRegion.hpp>
 
 #include "knmf/core/error.hpp"
+#include "knmf/core/host_access.hpp"
 #include "knmf/random/random_state.hpp"
 #include "knmf/solver/init.hpp"
 #include "knmf/solver/options.hpp"
@@ -206,7 +207,6 @@ void nndsvd_init(const ExecSpace& space, const XMat& X, int k, std::int64_t seed
   if (size_type(k) + 10 > size_type(INT32_MAX) || std::max(n, g) > size_type(INT32_MAX) / (k + 10))
     input_error("--init ", to_string(kind), ": X (", n, " x ", g,
                 ") is too large for the host LAPACK's 32-bit indices; use --init random");
-  using HostT = Kokkos::View<T**, Kokkos::LayoutLeft, Kokkos::HostSpace>;
   // One product with X of a column-major `in` x p matrix Y, in the solver's layout: Y^T
   // (p x in) goes to the device, `product(Yt, Out)` fills Out (p x out), and Out^T comes back
   // column-major (out x p).
@@ -214,12 +214,12 @@ void nndsvd_init(const ExecSpace& space, const XMat& X, int k, std::int64_t seed
                        const auto& product) {
     Matrix<T> Yt(Kokkos::view_alloc(space, Kokkos::WithoutInitializing, "knmf::nndsvd::Yt"), p, in);
     Matrix<T> Out(Kokkos::view_alloc(space, Kokkos::WithoutInitializing, "knmf::nndsvd::out"), p, out);
-    HostT h("knmf::nndsvd::Yt_host", p, in);
+    auto h = host_mirror(Yt);
     for (size_type i = 0; i < in; ++i)
       for (size_type j = 0; j < p; ++j) h(j, i) = T(Y[size_t(i + j * in)]);
     Kokkos::deep_copy(space, Yt, h);
     product(Yt, Out);
-    HostT out_h("knmf::nndsvd::out_host", p, out);
+    auto out_h = host_mirror(Out);
     Kokkos::deep_copy(space, out_h, Out);
     space.fence();
     std::vector<double> result(size_t(out * p));
