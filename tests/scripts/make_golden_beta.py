@@ -113,6 +113,13 @@ _, Hkl, _ = non_negative_factorization(Xs, n_components=4, init="random", random
 add_refit("refit_kl_synth", Xs, "synth", Hkl, "kullback-leibler", 1e-4, 1000)
 add_refit("refit_kl_synth_reg", Xs, "synth", Hkl, "kullback-leibler", 1e-4, 1000, aW=0.02, l1=0.5)
 add_refit("refit_b05_synth", Xs, "synth", Hkl, 0.5, 1e-4, 1000)
+# a wide X (fewer rows than columns: 40 x 60, synth transposed), as consensus refits the TPM
+# spectra on TPM^T (genes x cells)
+Xw = np.ascontiguousarray(Xs.T)
+_, Hw, _ = non_negative_factorization(Xw, n_components=4, init="random", random_state=5,
+                                      solver="mu", beta_loss="kullback-leibler", tol=1e-4,
+                                      max_iter=1000)
+add_refit("refit_kl_wide", Xw, "synth_t", Hw, "kullback-leibler", 1e-4, 1000)
 
 # the real matrix (cNMF's prepared pbmcA norm_counts: 2,896 x 2,000), as CSR and dense
 Xr = load_norm_counts(args.real)

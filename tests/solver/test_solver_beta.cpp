@@ -57,6 +57,13 @@ HostX host_matrix(const std::string& which) {
     h.x.resize(size_t(h.n * h.g));
     for (size_type i = 0; i < h.n; ++i)
       for (size_type j = 0; j < h.g; ++j) h.x[size_t(i * h.g + j)] = xt(j, i);
+  } else if (which == "synth_t") {  // synth transposed: a wide X
+    const HostX& t = host_matrix("synth");
+    h.n = t.g;
+    h.g = t.n;
+    h.x.resize(t.x.size());
+    for (size_type i = 0; i < h.n; ++i)
+      for (size_type j = 0; j < h.g; ++j) h.x[size_t(i * h.g + j)] = t.x[size_t(j * t.g + i)];
   } else {
     synthetic_matrix<double>(which, &h.n, &h.g);
     h.x = read_f64(data_dir() / "nmf" / (which + ".X.f64"));
@@ -250,7 +257,8 @@ TEST(BetaMu, BatchOfSeveralSlotsEqualsBatchOfOne) {
 }
 
 TEST(BetaMu, FixedHRefitMatchesScikitLearn) {
-  for (const std::string name : {"refit_kl_synth", "refit_kl_synth_reg", "refit_b05_synth"}) {
+  for (const std::string name : {"refit_kl_synth", "refit_kl_synth_reg", "refit_b05_synth",
+                                 "refit_kl_wide"}) {
     const auto c = golden()["cases"][name];
     auto opts = beta_options(c);
     const auto H = beta_array(name + ".H");
