@@ -216,17 +216,20 @@ void write_outcomes(const io::CnmfPaths& paths, double dt, const std::vector<std
 }  // namespace
 
 SolverOptions solver_options_from(const io::NmfRunParams& p, const std::string& source) {
-  if (p.beta_loss != "frobenius")
-    input_error(source, ": beta_loss '", p.beta_loss,
-                "' is not supported by knmf's consensus refit (frobenius only)");
   SolverOptions o;
   o.solver = parse_solver(p.solver, source + ": solver");
+  // cNMF's refits run with the run's beta_loss (refit_usage loads the whole yaml)
+  o.beta_loss = parse_beta_loss(p.beta_loss, source + ": beta_loss");
   o.max_iter = p.max_iter;
   o.tol = p.tol;
   o.alpha_W = p.alpha_W;
   o.alpha_H = p.alpha_H;
   o.l1_ratio = p.l1_ratio;
-  o.validate();
+  try {
+    o.validate();
+  } catch (const InputError& e) {  // name the file the options came from
+    input_error(source, ": ", e.what());
+  }
   return o;
 }
 
@@ -454,8 +457,6 @@ NativeInputs read_native(const NativeRequest& req) {
   in.ks = req.components.empty() ? reader.ks() : req.components;
   for (int k : in.ks)
     if (k < 1) input_error("--components ", k, " is invalid: k must be >= 1");
-  if (info.beta_loss != "frobenius")
-    input_error(req.results, ": beta_loss '", info.beta_loss, "' is not supported (frobenius only)");
   in.solver = info.solver;
   in.solver.return_W = false;
   // the run's input: by its absolute path where it still exists (another working folder)

@@ -220,9 +220,13 @@ void tpm_outputs(const ExecSpace& space, const TpmInput& tpm, const HostRows& U,
   std::vector<double> colsum(static_cast<size_t>(gt), 0.0), colsq(static_cast<size_t>(gt), 0.0);
   detail::DeviceBlock block(space);
   SparseMeanVar mv(gt, n, tpm.float32);
+  // beta_loss != 2: both TPM refits need the TPM itself (refit.hpp), gathered by the passes
+  const bool resident = run.beta_loss != 2.0;
+  detail::HostCsr tpm_host;
   // pass 1: U^T TPM, Un^T TPM and the column sums
   T.for_each_block(block_nnz, [&](const io::CsrBlock<double>& b) {
     mv.first(b);
+    if (resident) tpm_host.append(b);
     for (size_t p = 0; p < b.values.size(); ++p) {
       const double v = b.values[p];
       colsum[size_t(b.cols[p])] += v;
@@ -264,8 +268,18 @@ void tpm_outputs(const ExecSpace& space, const TpmInput& tpm, const HostRows& U,
   {
     HostRows Pn{k, gt, std::vector<double>(Qh.values.begin() + k * gt, Qh.values.end())};
     auto P = detail::upload_rows(space, Pn, "knmf::consensus::UnT");
-    out.tpm_spectra_refit =
-        detail::refit_device(space, P, NtN, tnorm2, tsum / (double(n) * double(gt)), n, run, true);
+    if (resident) {
+      // cNMF's refit_spectra: refit_usage(TPM^T, Un^T), the genes as rows
+      HostRows UnT{k, n, std::vector<double>(size_t(k * n))};
+      for (size_type i = 0; i < n; ++i)
+        for (int t = 0; t < k; ++t) UnT.row(t)[i] = V.row(i)[k + t];
+      const auto Xt = tpm_host.transposed().to_device(space, T.name() + " (transposed)");
+      tpm_host = detail::HostCsr();
+      out.tpm_spectra_refit = detail::refit_resident(space, Xt, UnT, P, NtN, tnorm2, run, true);
+    } else {
+      out.tpm_spectra_refit = detail::refit_device(space, P, NtN, tnorm2,
+                                                   tsum / (double(n) * double(gt)), n, run, true);
+    }
   }
   out.spectra_tpm = transpose(out.tpm_spectra_refit.W);  // k x gt
   if (tpm.float32)
@@ -321,8 +335,10 @@ void tpm_outputs(const ExecSpace& space, const TpmInput& tpm, const HostRows& U,
   auto P2 = detail::alloc_matrix(space, "knmf::consensus::P_tpm", k, n);
   // pass 2: (scaled HVG TPM) H2^T
   mv.finish_first();
+  detail::HostCsr hvg_host;  // the scaled HVG TPM itself, for beta_loss != 2
   T.for_each_block(block_nnz, [&](const io::CsrBlock<double>& b) {
     mv.second(b);
+    if (resident) hvg_host.append(b, map, scale, gh);
     block.upload(b, true, false);
     detail::block_times_ht(space, block, H2d, dmap, dscale, P2);
   });
@@ -341,8 +357,13 @@ void tpm_outputs(const ExecSpace& space, const TpmInput& tpm, const HostRows& U,
   }
   out.spectra_score = HostRows{k, gt, gram_lstsq(UtU, XtY, k, gt)};
 
-  out.tpm_usage_refit = detail::refit_device(space, P2, detail::gram(space, H2d), hnorm2,
-                                             hsum / (double(n) * double(gh)), gh, run, true);
+  if (resident)
+    out.tpm_usage_refit =
+        detail::refit_resident(space, hvg_host.to_device(space, T.name() + " (scaled HVG columns)"),
+                               H2, P2, detail::gram(space, H2d), hnorm2, run, true);
+  else
+    out.tpm_usage_refit = detail::refit_device(space, P2, detail::gram(space, H2d), hnorm2,
+                                               hsum / (double(n) * double(gh)), gh, run, true);
   if (tpm.float32)
     for (auto& v : out.tpm_usage_refit.W.values) v = double(to_f32(v));
 }

@@ -9,6 +9,7 @@
 #include "consensus/detail/refit.hpp"
 #include "consensus/detail/stream.hpp"
 #include "knmf/core/error.hpp"
+#include "knmf/solver/nmf.hpp"
 #include "solver/engine.hpp"
 
 namespace knmf::consensus {
@@ -51,7 +52,88 @@ std::vector<double> slot_gram_host(const ExecSpace& space, const DMatrix& F, One
     for (int b = 0; b < k; ++b) out[size_t(a * k + b)] = s.G_h(0, a, b);
   return out;
 }
+double squared_error(const ExecSpace& space, const DMatrix& W, const DMatrix& P,
+                     const std::vector<double>& G, double norm2_x, OneSlot& s) {
+  const int k = int(W.extent(0));
+  knmf::detail::slot_dot(space, W, P, 1, k, s.mask, s.red_partial);
+  const double cross = knmf::detail::sum_slot_partials(s.red_partial, s.nch, 1, s.red_partial_h)[0];
+  const auto gw = slot_gram_host(space, W, s);
+  double wh = 0.0;
+  for (size_t e = 0; e < gw.size(); ++e) wh += gw[e] * G[e];
+  const double sq = norm2_x - 2.0 * cross + wh;
+  return sq > 0.0 ? sq : 0.0;
+}
 }  // namespace
+
+double squared_error(const ExecSpace& space, const DMatrix& W, const DMatrix& P,
+                     const std::vector<double>& G, double norm2_x) {
+  auto s = one_slot(space, int(W.extent(0)), size_type(W.extent(1)));
+  return squared_error(space, W, P, G, norm2_x, s);
+}
+
+void HostCsr::append(const io::CsrBlock<double>& b, const std::vector<int>& map,
+                     const std::vector<double>& scale, size_type mapped_cols) {
+  KNMF_ASSERT(b.row_begin == rows, "HostCsr: blocks out of order");
+  KNMF_ASSERT(map.empty() || size_type(map.size()) == b.ncols, "HostCsr: column map size");
+  cols = map.empty() ? b.ncols : mapped_cols;
+  for (std::int64_t i = 0; i < b.rows(); ++i) {
+    for (std::int64_t p = b.row_offsets[size_t(i)]; p < b.row_offsets[size_t(i + 1)]; ++p) {
+      const std::int32_t c = b.cols[size_t(p)];
+      if (map.empty()) {
+        index.push_back(c);
+        values.push_back(b.values[size_t(p)]);
+      } else if (map[size_t(c)] >= 0) {
+        index.push_back(map[size_t(c)]);
+        values.push_back(b.values[size_t(p)] * (scale.empty() ? 1.0 : scale[size_t(c)]));
+      }
+    }
+    offsets.push_back(size_type(values.size()));
+  }
+  rows = b.row_end;
+}
+
+HostCsr HostCsr::transposed() const {
+  HostCsr t;
+  t.rows = cols;
+  t.cols = rows;
+  t.offsets.assign(size_t(cols + 1), 0);
+  for (ordinal_type c : index) ++t.offsets[size_t(c) + 1];
+  for (size_type c = 0; c < cols; ++c) t.offsets[size_t(c + 1)] += t.offsets[size_t(c)];
+  t.index.resize(index.size());
+  t.values.resize(values.size());
+  std::vector<size_type> next(t.offsets.begin(), t.offsets.end() - 1);
+  for (size_type r = 0; r < rows; ++r)
+    for (size_type p = offsets[size_t(r)]; p < offsets[size_t(r + 1)]; ++p) {
+      const size_type q = next[size_t(index[size_t(p)])]++;
+      t.index[size_t(q)] = ordinal_type(r);
+      t.values[size_t(q)] = values[size_t(p)];
+    }
+  return t;
+}
+
+CsrMatrix<double> HostCsr::to_device(const ExecSpace& space, const std::string& source) const {
+  return CsrMatrix<double>::from_host(space, rows, cols, offsets.data(), index.data(),
+                                      values.data(), source);
+}
+
+RefitOutcome refit_resident(const ExecSpace& space, const CsrMatrix<double>& X,
+                            const HostRows& spectra, const DMatrix& P,
+                            const std::vector<double>& G, double norm2_x,
+                            const SolverOptions& opts, bool return_W) {
+  Kokkos::Profiling::ScopedRegion region("knmf::consensus::refit_resident");
+  const int k = int(spectra.rows);
+  KNMF_ASSERT(spectra.cols == X.cols(), "refit_resident: spectra and X disagree on the columns");
+  auto r = knmf::refit_usages(space, X, {spectra.values}, k, 1, opts);
+  RefitOutcome out;
+  out.n_iter = r[0].n_iter;
+  out.status = r[0].status;
+  out.error_at_init = r[0].error_at_init;
+  HostRows W{X.rows(), k, std::move(r[0].W)};
+  out.squared_error = squared_error(space, upload_transposed(space, W, "knmf::consensus::W"), P,
+                                    G, norm2_x);
+  if (return_W) out.W = std::move(W);
+  return out;
+}
 
 std::vector<double> gram(const ExecSpace& space, const DMatrix& F) {
   auto s = one_slot(space, int(F.extent(0)), size_type(F.extent(1)));
@@ -63,6 +145,7 @@ RefitOutcome refit_device(const ExecSpace& space, const DMatrix& P, const std::v
                           const SolverOptions& opts, bool return_W) {
   Kokkos::Profiling::ScopedRegion region("knmf::consensus::refit");
   opts.validate();
+  KNMF_ASSERT(opts.beta_loss == 2.0, "a refit from X's products is Frobenius only (refit_resident)");
   const int k = int(P.extent(0));
   const size_type m = size_type(P.extent(1));
   KNMF_ASSERT(G.size() == size_t(k * k), "G is k x k");
@@ -76,16 +159,7 @@ RefitOutcome refit_device(const ExecSpace& space, const DMatrix& P, const std::v
   Kokkos::deep_copy(space, GH, gh_host);
 
   DMatrix W = alloc_matrix(space, "knmf::consensus::W", k, m);
-  auto error2 = [&](const DMatrix& Wc) {
-    knmf::detail::slot_dot(space, Wc, P, 1, k, s.mask, s.red_partial);
-    const double cross =
-        knmf::detail::sum_slot_partials(s.red_partial, s.nch, 1, s.red_partial_h)[0];
-    const auto gw = slot_gram_host(space, Wc, s);
-    double wh = 0.0;
-    for (size_t e = 0; e < gw.size(); ++e) wh += gw[e] * G[e];
-    const double sq = norm2_x - 2.0 * cross + wh;
-    return sq > 0.0 ? sq : 0.0;
-  };
+  auto error2 = [&](const DMatrix& Wc) { return squared_error(space, Wc, P, G, norm2_x, s); };
 
   // The solver's rule, one slot: its start, its W update and its convergence decision; the
   // error comes from the products (error2) instead of from X.
@@ -121,6 +195,9 @@ RefitOutcome refit_from_products(const ExecSpace& space, const HostRows& xht, co
                                  double norm2_x, double mean_x, size_type n_cols,
                                  const SolverOptions& opts) {
   const int k = int(xht.cols);
+  if (opts.beta_loss != 2.0)
+    input_error("refit: beta_loss ", beta_loss_name(opts.beta_loss),
+                " needs X itself, not only its products (refit_usages_streamed)");
   if (G.rows != k || G.cols != k) input_error("refit: H H^T must be ", k, " x ", k);
   auto P = detail::upload_transposed(space, xht, "knmf::consensus::P");
   return detail::refit_device(space, P, G.values, norm2_x, mean_x, n_cols, opts, true);
@@ -160,6 +237,9 @@ std::vector<RefitOutcome> refit_usages_streamed(const ExecSpace& space, const Ro
     P.push_back(detail::alloc_matrix(space, "knmf::consensus::P", h.rows, n));
   }
   Compensated sum, norm2;
+  // beta_loss != 2: the beta-divergence MU needs X itself, gathered in the same pass
+  const bool resident = opts.beta_loss != 2.0;
+  detail::HostCsr host_x;
   detail::DeviceBlock block(space);
   const Kokkos::View<int*, MemSpace> no_map;
   const detail::DVector no_scale;
@@ -173,10 +253,19 @@ std::vector<RefitOutcome> refit_usages_streamed(const ExecSpace& space, const Ro
       block.upload(b, true, false);
       for (size_t s = 0; s < spectra.size(); ++s)
         detail::block_times_ht(space, block, H[s], no_map, no_scale, P[s]);
+      if (resident) host_x.append(b);
     });
   }
-  const double mean = sum.value() / (double(n) * double(g));
   std::vector<RefitOutcome> out;
+  if (resident) {
+    const auto Xd = host_x.to_device(space, X.name());
+    host_x = detail::HostCsr();
+    for (size_t s = 0; s < spectra.size(); ++s)
+      out.push_back(detail::refit_resident(space, Xd, spectra[s], P[s], G[s], norm2.value(), opts,
+                                           return_W));
+    return out;
+  }
+  const double mean = sum.value() / (double(n) * double(g));
   for (size_t s = 0; s < spectra.size(); ++s)
     out.push_back(detail::refit_device(space, P[s], G[s], norm2.value(), mean, g, opts, return_W));
   return out;

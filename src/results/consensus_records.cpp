@@ -164,6 +164,7 @@ void write_settings(const std::string& file, hid_t g, const ConsensusSettings& s
   h5::write_double_scalar_attr(file, g, "refit_alpha_W", s.refit.alpha_W);
   h5::write_double_scalar_attr(file, g, "refit_alpha_H", s.refit.alpha_H);
   h5::write_double_scalar_attr(file, g, "refit_l1_ratio", s.refit.l1_ratio);
+  h5::write_string_attr(file, g, "refit_beta_loss", beta_loss_name(s.refit.beta_loss));
   h5::write_string_attr(file, g, "counts", s.counts);
   h5::write_string_attr(file, g, "tpm", s.tpm);
   h5::write_string_attr(file, g, "created", s.created);
@@ -188,6 +189,9 @@ ConsensusSettings read_settings(const std::string& file, hid_t g, const std::str
   s.refit.alpha_W = attr_double(file, g, gp, "refit_alpha_W");
   s.refit.alpha_H = attr_double(file, g, gp, "refit_alpha_H");
   s.refit.l1_ratio = attr_double(file, g, gp, "refit_l1_ratio");
+  // absent in files written before the beta-divergence refits: those were Frobenius
+  if (const auto b = h5::string_attr(g, "refit_beta_loss"))
+    s.refit.beta_loss = parse_beta_loss(*b, file + ": attribute refit_beta_loss of " + gp);
   s.counts = attr_string(file, g, gp, "counts");
   s.tpm = attr_string(file, g, gp, "tpm");
   s.created = attr_string(file, g, gp, "created");

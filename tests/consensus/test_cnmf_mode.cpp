@@ -137,14 +137,22 @@ TEST_F(CnmfMode, BadInputsAreOneLineErrorsAndWriteNothing) {
   ks.name = "pbmcA";
   ks.components = {6, 8};
   expect_input_error([&] { run_cnmf_k_selection(ExecSpace(), ks); }, {paths->iter_spectra(8, 4)});
-  // a run that is not Frobenius
+  // a beta_loss the refits cannot run: unknown, or not frobenius with solver cd (a KL run
+  // with solver mu is refitted with its loss: test_consensus_beta.cpp)
   {
     std::ofstream y(paths->nmf_run_parameters());
-    y << "alpha_H: 0.0\nalpha_W: 0.0\nbeta_loss: kullback-leibler\ninit: random\nl1_ratio: 0.0\n"
+    y << "alpha_H: 0.0\nalpha_W: 0.0\nbeta_loss: poisson\ninit: random\nl1_ratio: 0.0\n"
          "max_iter: 1000\nsolver: mu\ntol: 0.0001\n";
   }
   expect_input_error([&] { run_cnmf_consensus(ExecSpace(), request({7})); },
-                     {"nmf_idvrun_params.yaml", "kullback-leibler"});
+                     {"nmf_idvrun_params.yaml", "beta_loss", "'poisson'"});
+  {
+    std::ofstream y(paths->nmf_run_parameters());
+    y << "alpha_H: 0.0\nalpha_W: 0.0\nbeta_loss: kullback-leibler\ninit: random\nl1_ratio: 0.0\n"
+         "max_iter: 1000\nsolver: cd\ntol: 0.0001\n";
+  }
+  expect_input_error([&] { run_cnmf_consensus(ExecSpace(), request({7})); },
+                     {"nmf_idvrun_params.yaml", "solver cd", "kullback-leibler"});
 }
 
 TEST_F(CnmfMode, NativeResultsFileGivesTheSameConsensus) {

@@ -43,7 +43,8 @@ struct MergedSpectra {
 MergedSpectra load_replicate_spectra(const io::CnmfPaths& paths, int k,
                                      const std::vector<Job>& jobs, bool write_merged);
 
-/// The run's NMF parameters as knmf solver options (frobenius only: InputError otherwise).
+/// The run's NMF parameters (nmf_idvrun_params.yaml) as the solver options of its refits:
+/// solver, tol, max_iter, regularization and beta_loss (InputError naming `source` when invalid).
 SolverOptions solver_options_from(const io::NmfRunParams& p, const std::string& source);
 
 struct CnmfConsensusRequest {

@@ -32,7 +32,11 @@ struct RefitOutcome {
 
 /// Refit the usages of X on each of `spectra` (each k_s x X.cols(), finite, non-negative),
 /// from one streamed pass over X. `opts` are the run's NMF parameters (solver, tol,
-/// max_iter, alpha_W, l1_ratio); regularization is scaled by X's shape as scikit-learn does.
+/// max_iter, alpha_W, l1_ratio, beta_loss); regularization is scaled by X's shape as
+/// scikit-learn does. For beta_loss != 2 (cNMF's refits of a Kullback-Leibler or
+/// Itakura-Saito run) the products do not suffice: that pass also gathers X, which is then
+/// resident on the device (CSR, as factorize holds it) for the beta-divergence MU refit;
+/// squared_error stays the Frobenius error, as cNMF's prediction error is.
 std::vector<RefitOutcome> refit_usages_streamed(const ExecSpace& space, const RowSource& X,
                                                 const std::vector<HostRows>& spectra,
                                                 const SolverOptions& opts,
@@ -42,6 +46,7 @@ std::vector<RefitOutcome> refit_usages_streamed(const ExecSpace& space, const Ro
 /// The fixed-H refit from its products alone: P = X H^T given transposed as `pt`
 /// (k x m row-major, m = rows of X), G = H H^T (k x k), ||X||^2, X.mean() (for MU's start)
 /// and X's shape (n_rows = m, n_cols) for the regularization scales. Returns W (m x k).
+/// Frobenius only (beta_loss 2; InputError otherwise).
 RefitOutcome refit_from_products(const ExecSpace& space, const HostRows& pt, const HostRows& G,
                                  double norm2_x, double mean_x, size_type n_cols,
                                  const SolverOptions& opts);
