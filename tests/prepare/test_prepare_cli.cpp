@@ -640,4 +640,68 @@ TEST(PreparePipeline, PrepareFactorizeConsensus) {
   EXPECT_EQ(spectra.cols, 150);
 }
 
+// The all-native pipeline against the all-cNMF one on a real dataset: knmf prepare -> knmf
+// factorize -> knmf consensus on pbmc1k-v3-chr21 with cNMF's options of the cnmf-pbmc1k-kl
+// fixture (KL, k = 3 and 4, 3 replicates, seed 14, 150 genes), against the consensus cNMF
+// 1.7.1 computed from its own prepare and factorize (tests/scripts/make_cnmf_variant_fixtures.py).
+TEST(PreparePipeline, AllNativeConsensusMatchesCnmfsPipeline) {
+  TempDir tmp("knmf-native-vs-cnmf");
+  const std::string dir = tmp.path().string();
+  auto r = run_knmf({"prepare", "--output-dir", dir, "--name", "chr21kl", "-c", chr21_h5ad().string(),
+                     "-k", "3", "4", "-n", "3", "--seed", "14", "--numgenes", "150", "--beta-loss",
+                     "kullback-leibler"});
+  ASSERT_EQ(r.status, 0) << r.out;
+  r = run_knmf({"factorize", "--output-dir", dir, "--name", "chr21kl", "--quiet"});
+  ASSERT_EQ(r.status, 0) << r.out;
+  const io::CnmfPaths p(dir, "chr21kl");
+  const auto ref_dir = real_dir() / "cnmf-pbmc1k-kl" / "reference";
+  for (int k : {3, 4}) {
+    r = run_knmf({"consensus", "--output-dir", dir, "--name", "chr21kl", "--components",
+                  std::to_string(k), "--local-density-threshold", "2.0",
+                  "--local-neighborhood-size", "0.5"});
+    ASSERT_EQ(r.status, 0) << r.out;
+    const std::string ks = std::to_string(k);
+    for (const std::string what : {"spectra", "usages"}) {
+      const auto mine = io::read_df_npz(what == "spectra" ? p.consensus_spectra(k, 2.0)
+                                                          : p.consensus_usages(k, 2.0));
+      // the usages: cNMF's consensus with its TPM spectra refitted on TPM^T as CSR
+      // (scikit-learn 1.2.1 misreads the CSC matrix cNMF passes: test_consensus_beta.cpp)
+      const auto ref = io::read_df_npz(
+          (ref_dir / (what == "usages" ? "csr_refit" : "") /
+           ("chr21kl." + what + ".k_" + ks + ".dt_2_0.consensus.df.npz")).string());
+      ASSERT_EQ(mine.rows, ref.rows);
+      ASSERT_EQ(mine.cols, ref.cols);
+      EXPECT_EQ(mine.index, ref.index);
+      EXPECT_EQ(mine.columns, ref.columns);
+      // program t of both (the same order: cNMF's reorder by total usage): the correlation of
+      // its spectrum over the genes, or of its usage over the cells
+      const bool rows = what == "spectra";
+      const std::int64_t len = rows ? ref.cols : ref.rows;
+      double worst = 1, dmax = 0, smax = 0;
+      for (int t = 0; t < k; ++t) {
+        std::vector<double> a(static_cast<size_t>(len)), b(static_cast<size_t>(len));
+        for (std::int64_t e = 0; e < len; ++e) {
+          a[size_t(e)] = rows ? mine.at(t, e) : mine.at(e, t);
+          b[size_t(e)] = rows ? ref.at(t, e) : ref.at(e, t);
+          dmax = std::max(dmax, std::abs(a[size_t(e)] - b[size_t(e)]));
+          smax = std::max(smax, std::abs(b[size_t(e)]));
+        }
+        double ma = 0, mb = 0;
+        for (std::int64_t e = 0; e < len; ++e) ma += a[size_t(e)], mb += b[size_t(e)];
+        ma /= double(len), mb /= double(len);
+        double sab = 0, saa = 0, sbb = 0;
+        for (std::int64_t e = 0; e < len; ++e) {
+          sab += (a[size_t(e)] - ma) * (b[size_t(e)] - mb);
+          saa += (a[size_t(e)] - ma) * (a[size_t(e)] - ma);
+          sbb += (b[size_t(e)] - mb) * (b[size_t(e)] - mb);
+        }
+        worst = std::min(worst, sab / std::sqrt(saa * sbb));
+      }
+      std::printf("k=%d %s: all-native vs all-cNMF pipeline, worst program correlation %.12f, "
+                  "max rel diff %.3g\n", k, what.c_str(), worst, dmax / smax);
+      EXPECT_GE(worst, 0.999) << "k " << k << " " << what;
+    }
+  }
+}
+
 }  // namespace
