@@ -50,6 +50,17 @@ public:
     numeric_->add_option("--beta-loss", beta_loss_,
                          "native mode: frobenius (default), kullback-leibler, itakura-saito or a "
                          "number (scikit-learn's beta_loss; not 2 needs --solver mu)");
+    numeric_->add_option("--inner-sweeps", inner_sweeps_,
+                         "accelerated CD: sweeps per product with X, 1 (scikit-learn's CD, the "
+                         "default), N or auto (1 + alpha rho; docs/accelerated.md)")
+        ->capture_default_str();
+    numeric_->add_option("--inner-alpha", c_.solver.inner_alpha,
+                         "accelerated CD: auto allows 1 + alpha rho sweeps per product")
+        ->capture_default_str();
+    numeric_->add_option("--inner-eps", c_.solver.inner_eps,
+                         "accelerated CD: a factor's sweeps stop when one changes it by less "
+                         "than eps times the first (0 < eps < 1)")
+        ->capture_default_str();
     sub_->add_option("--dtype", dtype_, "compute type: float or double")->capture_default_str();
     sub_->add_option("--format", format_,
                      "X on the device: auto (by density and memory), dense or sparse")
@@ -77,6 +88,7 @@ public:
     c_.solver_set = flags_.apply(c_.solver);
     c_.solver.init = parse_init(init_, "--init");
     if (!beta_loss_.empty()) c_.solver.beta_loss = parse_beta_loss(beta_loss_, "--beta-loss");
+    c_.solver.inner_sweeps = parse_inner_sweeps(inner_sweeps_, "--inner-sweeps");
     c_.batch = parse_batch(batch_);
     if (!memory_limit_.empty())
       c_.device_memory_limit = parse_bytes(memory_limit_, "--device-memory-limit");
@@ -119,6 +131,7 @@ private:
   std::string init_ = to_string(InitKind::random);
   std::string memory_limit_;
   std::string beta_loss_;
+  std::string inner_sweeps_ = "1";
 #if KNMF_HAVE_MPI
   mpi::DistributeOptions dist_;
   std::string distribute_ = to_string(mpi::DistributeOptions{}.mode);

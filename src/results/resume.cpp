@@ -36,6 +36,9 @@ std::pair<std::string, std::string> differences(const RunInfo& a, const RunInfo&
         {"--init", to_string(r.solver.init)},
         {"--dtype", to_string(r.dtype)},
         {"--beta-loss", r.beta_loss},
+        {"--inner-sweeps", inner_sweeps_name(r.solver.inner_sweeps)},
+        {"--inner-alpha", format_double(r.solver.inner_alpha)},
+        {"--inner-eps", format_double(r.solver.inner_eps)},
         {"--save-usages", r.save_usages ? "on" : "off"},
     };
     return f;

@@ -230,6 +230,9 @@ void write_info(const std::string& file, hid_t fid, const RunInfo& r, bool compl
   h5::write_string_attr(file, g, "init", to_string(r.solver.init));
   h5::write_string_attr(file, g, "dtype", to_string(r.dtype));
   h5::write_string_attr(file, g, "beta_loss", r.beta_loss);
+  h5::write_string_attr(file, g, "inner_sweeps", inner_sweeps_name(r.solver.inner_sweeps));
+  h5::write_double_scalar_attr(file, g, "inner_alpha", r.solver.inner_alpha);
+  h5::write_double_scalar_attr(file, g, "inner_eps", r.solver.inner_eps);
   h5::write_int_scalar_attr(file, g, "save_usages", r.save_usages ? 1 : 0);
   h5::write_int_scalar_attr(file, g, "complete", complete ? 1 : 0);
 
@@ -344,6 +347,11 @@ RunInfo read_info(const std::string& file, hid_t fid) {
   r.dtype = parse_dtype(need_string(file, root, "dtype"), file + ": root attribute dtype");
   r.beta_loss = need_string(file, root, "beta_loss");
   r.solver.beta_loss = parse_beta_loss(r.beta_loss, file + ": root attribute beta_loss");
+  // files written before --inner-sweeps existed lack these: scikit-learn's CD (1 sweep)
+  if (auto v = h5::string_attr(root, "inner_sweeps"))
+    r.solver.inner_sweeps = parse_inner_sweeps(*v, file + ": root attribute inner_sweeps");
+  if (h5::double_attr(root, "inner_alpha")) r.solver.inner_alpha = need_double(file, root, "inner_alpha");
+  if (h5::double_attr(root, "inner_eps")) r.solver.inner_eps = need_double(file, root, "inner_eps");
   r.save_usages = need_int(file, root, "save_usages") != 0;
   r.solver.return_W = r.save_usages;
   if (r.ks.empty() || r.n_iter < 1 || r.n_cells < 1 || shape[1] < 1)

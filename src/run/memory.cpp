@@ -46,7 +46,7 @@ std::int64_t used_device_bytes() {
 
 namespace {
 /// Room left for what the solver's buffers do not count: Kokkos' own allocations, the slot
-/// flags (12 bytes a slot), host mirrors where they are separate.
+/// flags (16 bytes a slot), host mirrors where they are separate.
 constexpr std::int64_t kSlack = std::int64_t(8) << 20;
 }  // namespace
 

@@ -24,6 +24,17 @@ void SolverOptions::validate() const {
     input_error("--l1-ratio ", l1_ratio, " is invalid: it must lie in [0, 1]");
   if (zero_guard == ZeroGuard::add_eps && (!(eps > 0) || !std::isfinite(eps)))
     input_error("--eps ", eps, " is invalid: it must be a finite number > 0");
+  if (inner_sweeps != inner_sweeps_auto && inner_sweeps < 1)
+    input_error("--inner-sweeps ", inner_sweeps,
+                " is invalid: expected 1 (exact), an integer N > 1 or auto");
+  if (!(inner_alpha >= 0) || !std::isfinite(inner_alpha))
+    input_error("--inner-alpha ", inner_alpha, " is invalid: it must be a finite number >= 0");
+  if (!(inner_eps > 0 && inner_eps < 1))
+    input_error("--inner-eps ", inner_eps, " is invalid: it must lie in (0, 1)");
+  if (inner_sweeps != 1 && solver != SolverKind::cd)
+    input_error("--inner-sweeps ", inner_sweeps_name(inner_sweeps), " with --solver ",
+                to_string(solver), " is invalid: the accelerated sweeps are those of coordinate "
+                "descent (--solver cd)");
   if (!std::isfinite(beta_loss))
     input_error("--beta-loss ", beta_loss, " is invalid: it must be a finite number");
   if (beta_loss != 2.0 && solver != SolverKind::mu)
@@ -57,6 +68,24 @@ std::string beta_loss_name(double beta) {
   std::ostringstream o;
   o << std::setprecision(17) << beta;
   return o.str();
+}
+
+int parse_inner_sweeps(const std::string& s, const std::string& option) {
+  if (s == "auto") return SolverOptions::inner_sweeps_auto;
+  long v = 0;
+  size_t used = 0;
+  try {
+    v = std::stol(s, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != s.size() || v < 1 || v > 1000000)
+    input_error(option, " '", s, "' is invalid: expected 1 (exact), an integer N > 1 or auto");
+  return int(v);
+}
+
+std::string inner_sweeps_name(int inner_sweeps) {
+  return inner_sweeps == SolverOptions::inner_sweeps_auto ? "auto" : std::to_string(inner_sweeps);
 }
 
 void check_beta_loss_zeros(double beta_loss, double min_value, std::int64_t stored,

@@ -40,6 +40,16 @@ struct SolverOptions {
   /// Kullback-Leibler, 0 Itakura-Saito, any other finite value the beta-divergence. Only
   /// solver mu handles beta != 2 (BetaMuRule, scikit-learn's _fit_multiplicative_update).
   double beta_loss = 2.0;
+  /// Accelerated coordinate descent (Gillis & Glineur 2012; docs/accelerated.md): after each
+  /// product with X, up to this many sweeps over the factor against the same products.
+  /// 1 (the default) is scikit-learn's CD exactly; N > 1 at most N; inner_sweeps_auto the
+  /// paper's 1 + inner_alpha * rho, rho = 1 + (nnz + m' k) / (m (k + 1)) for a factor of m
+  /// columns whose partner has m'. The repeats of a slot stop when a sweep's change (its
+  /// projected-gradient violation) falls to inner_eps times the first sweep's.
+  int inner_sweeps = 1;
+  static constexpr int inner_sweeps_auto = -1;
+  double inner_alpha = 0.5;
+  double inner_eps = 0.1;
 
   /// Throws InputError naming the option and its value when out of range.
   void validate() const;
@@ -58,6 +68,10 @@ InitKind parse_init(const std::string& s, const std::string& option = "--init");
 double parse_beta_loss(const std::string& s, const std::string& option = "--beta-loss");
 /// The name of a beta_loss value: frobenius, kullback-leibler, itakura-saito, or the number.
 std::string beta_loss_name(double beta);
+/// Parses --inner-sweeps: "auto" or an integer >= 1 (InputError naming `option` otherwise).
+int parse_inner_sweeps(const std::string& s, const std::string& option = "--inner-sweeps");
+/// "auto" or the number.
+std::string inner_sweeps_name(int inner_sweeps);
 
 /// scikit-learn's refusal for beta_loss <= 0 on an X with zeros (dense X: its smallest value
 /// is 0; sparse X: an implicit zero, i.e. fewer stored entries than n*g, or a stored 0):

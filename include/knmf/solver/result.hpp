@@ -23,6 +23,9 @@ struct ReplicateResult {
   std::vector<double> H;         ///< spectra, k x g row-major
   std::vector<double> W;         ///< usages, n x k row-major (only if requested)
   int n_iter = 0;                ///< iterations run
+  /// Factor sweeps run, W's and H's (2 per iteration; more with inner_sweeps != 1, where
+  /// each iteration still makes two products with X).
+  std::int64_t n_sweeps = 0;
   double error_at_init = 0.0;    ///< ||X - W0 H0||_F
   double final_error = 0.0;      ///< ||X - W H||_F at the end
   ReplicateStatus status = ReplicateStatus::max_iter;

@@ -121,6 +121,16 @@ struct FactorizeStep {
                                            double(b.g));
     return err;
   }
+
+  // ------------------------------------------- accelerated sweeps (rule_cd.hpp, inner_sweeps)
+  /// The most sweeps per product of W's and of H's update (1: scikit-learn's CD).
+  int sweeps_W = 1, sweeps_H = 1;
+  /// Sweeps each slot ran in this step beyond the first of each update (set by the rule).
+  std::vector<int> repeats = {};
+  /// The mask of the slots r with on[r] (a second buffer: `active` stays valid).
+  const SlotMask& subset_mask(const std::vector<char>& on) const {
+    return batch.upload_subset_mask([&](int r) { return on[size_t(r)] != 0; });
+  }
 };
 
 template <class T, class XMat>
@@ -153,6 +163,7 @@ public:
     norm_x_ = X.stats().norm2;
     mean_ = X.mean();
     beta_ = opts.solver == SolverKind::mu && opts.beta_loss != 2.0;
+    if (opts.inner_sweeps != 1) set_sweep_limits(X);
     if (beta_)  // scikit-learn's refusal, before anything runs
       check_beta_loss_zeros(opts.beta_loss, X.stats().min_value, X.stats().count, n_global_, g_,
                             "X");
@@ -191,6 +202,29 @@ private:
       fill<Rule>(next);
       if (exhausted_ && active_count() > 0 && active_count() < b_.R) compact();
     }
+  }
+
+  /// The accelerated sweeps' limits per product (Gillis & Glineur 2012, section 3): a sweep
+  /// over a factor with m columns costs about m (k + 1) k, its products with X about
+  /// (nnz + m' k) k, so rho = 1 + (nnz + m' k) / (m (k + 1)) sweeps cost as much as the
+  /// products they reuse; auto allows 1 + alpha rho of them. nnz is X's stored entries (n g
+  /// for a dense X), over every row block (the statistics are global), so every rank of a
+  /// row-partitioned X takes the same limits.
+  void set_sweep_limits(const XMat& X) {
+    if (opt_.inner_sweeps != SolverOptions::inner_sweeps_auto) {
+      sweeps_W_ = sweeps_H_ = opt_.inner_sweeps;
+      return;
+    }
+    const double nnz = double(X.stats().count), n = double(n_global_), g = double(g_),
+                 k = double(k_);
+    const double rho_W = 1.0 + (nnz + g * k) / (n * (k + 1.0));
+    const double rho_H = 1.0 + (nnz + n * k) / (g * (k + 1.0));
+    auto limit = [&](double rho) {
+      const double v = std::floor(1.0 + opt_.inner_alpha * rho);
+      return v >= 1e6 ? 1000000 : std::max(1, int(v));
+    };
+    sweeps_W_ = limit(rho_W);
+    sweeps_H_ = limit(rho_H);
   }
 
   // ------------------------------------------------------------ slot state
@@ -357,8 +391,14 @@ private:
       auto step = step_of(act, active_list());
       values = mode_ == RunMode::factorize ? Rule::factorize_step(step) : Rule::refit_step(step);
     } else if (mode_ == RunMode::factorize) {
-      FactorizeStep<T, XMat> step{space_, X_, b_, opt_, reg_, act, {}};
+      FactorizeStep<T, XMat> step{space_, X_, b_, opt_, reg_, act, active_list()};
+      step.sweeps_W = sweeps_W_;
+      step.sweeps_H = sweeps_H_;
       values = Rule::factorize_step(step);
+      for (int r = 0; r < b_.R; ++r)
+        if (slots_[size_t(r)].active)
+          slots_[size_t(r)].progress.sweeps +=
+              2 + (step.repeats.empty() ? 0 : step.repeats[size_t(r)]);
       q_current_ = true;
     } else {
       FixedH<T> f{b_.W, b_.W_next, b_.P, b_.GH, b_.R, k_, b_.red_partial, b_.red_partial_host()};
@@ -411,6 +451,7 @@ private:
       res.n = n_;
       res.g = g_;
       res.n_iter = s.progress.iter;
+      res.n_sweeps = s.progress.sweeps;
       res.error_at_init = s.progress.err_init;
       res.final_error = s.final_err;
       res.status = s.status;
@@ -453,6 +494,7 @@ private:
   bool exhausted_ = false;
   bool beta_ = false;       ///< the beta rule runs (solver mu, beta_loss != 2)
   bool q_current_ = false;  ///< Q and GW belong to the current W (see errors)
+  int sweeps_W_ = 1, sweeps_H_ = 1;  ///< accelerated sweeps per product (set_sweep_limits)
   std::vector<Slot> slots_;
 };
 

@@ -48,6 +48,7 @@ struct SlotProgress {
   double err_init = 0.0;   ///< ||X - W0 H0||_F
   double prev_err = 0.0;   ///< the error at the last check
   double viol_init = 0.0;  ///< the first iteration's value (CD: projected-gradient violation)
+  std::int64_t sweeps = 0; ///< factor sweeps run (ReplicateResult::n_sweeps)
 };
 
 /// What a rule decides for a slot: after an iteration (after_update) it goes on, stops, or

@@ -35,11 +35,11 @@ struct SlotBatchBytes {
   std::int64_t factors = 0;  ///< per slot: W, P (and W_next in a refit), H, Q, H_next
   std::int64_t grams = 0;    ///< per slot: W^T W, H H^T and the chunk partials (doubles)
   std::int64_t scratch = 0;  ///< per slot: the dense products' host scratch (products.hpp)
-  std::int64_t flags = 0;    ///< per slot: the int mask, ones and list (a few bytes)
+  std::int64_t flags = 0;    ///< per slot: the int masks (active, subset), ones and list
   std::int64_t stage = 0;    ///< per batch: the result staging buffer (k x max(n, g))
   std::int64_t beta = 0;     ///< per batch: the beta passes' scratch (beta != 2; BetaWork)
   /// What grows with the batch size, as the memory model counts it (the flags are left to
-  /// its slack: 12 bytes a slot).
+  /// its slack: 16 bytes a slot).
   std::int64_t per_slot() const { return factors + grams + scratch; }
 };
 
@@ -64,7 +64,7 @@ inline SlotBatchBytes slot_batch_bytes(std::int64_t n, std::int64_t g, int k, in
                                      what)},  // gram_partial, red_partial
                         what);
   b.scratch = checked_mul({product_scratch_values(n, g, element_bytes), kk, s}, what);
-  b.flags = 3 * std::int64_t(sizeof(int));
+  b.flags = 4 * std::int64_t(sizeof(int));
   b.stage = checked_mul({kk, std::max(n, g), s}, what);
   if (beta_loss != 2.0) {
     b.factors = checked_add({b.factors, checked_mul({2, kk, s}, what)}, what);  // hsum, wsum
@@ -168,6 +168,14 @@ struct SlotBatch {
     Kokkos::deep_copy(space, mask_, mask_h_);
     return mask_;
   }
+  /// A second mask buffer, so that a subset of the active slots can be marked while the
+  /// active mask (upload_mask) stays valid: the accelerated sweeps' repeating slots.
+  template <class Pred>
+  const SlotMask& upload_subset_mask(Pred pred) {
+    for (int r = 0; r < R; ++r) subset_h_(r) = pred(r) ? 1 : 0;
+    Kokkos::deep_copy(space, subset_, subset_h_);
+    return subset_;
+  }
   /// Every slot marked.
   const SlotMask& ones() const { return ones_; }
 
@@ -257,7 +265,8 @@ struct SlotBatch {
       b += std::int64_t(v->span()) * std::int64_t(sizeof(T));
     if (has_beta) b += beta.allocated_bytes();
     b += std::int64_t(GW.span() + GH.span() + gram_partial.span() + red_partial.span()) * 8;
-    b += std::int64_t(mask_.span() + ones_.span() + list_.span()) * std::int64_t(sizeof(int));
+    b += std::int64_t(mask_.span() + subset_.span() + ones_.span() + list_.span()) *
+         std::int64_t(sizeof(int));
     return b;
   }
 
@@ -283,6 +292,8 @@ private:
     gh_h_ = host_mirror(GH);
     mask_ = SlotMask(Kokkos::view_alloc(space, "knmf::solver::mask"), R_);
     mask_h_ = host_mirror(mask_);
+    subset_ = SlotMask(Kokkos::view_alloc(space, "knmf::solver::subset_mask"), R_);
+    subset_h_ = host_mirror(subset_);
     ones_ = SlotMask(Kokkos::view_alloc(space, "knmf::solver::ones"), R_);
     Kokkos::deep_copy(space, ones_, 1);
     list_ = Kokkos::View<int*, MemSpace>(Kokkos::view_alloc(space, "knmf::solver::list"), R_);
@@ -293,8 +304,8 @@ private:
   // host mirrors, made once: the convergence checks copy into them every few iterations
   Kokkos::View<double*, MemSpace>::HostMirror red_partial_h_;
   SlotGram::HostMirror gw_h_, gh_h_;
-  SlotMask mask_, ones_;
-  typename SlotMask::HostMirror mask_h_;
+  SlotMask mask_, subset_, ones_;
+  typename SlotMask::HostMirror mask_h_, subset_h_;
   Kokkos::View<int*, MemSpace> list_;
   typename Kokkos::View<int*, MemSpace>::HostMirror list_h_;
 };
