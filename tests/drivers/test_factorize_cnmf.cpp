@@ -13,6 +13,7 @@
 #include "knmf/io/dataframe.hpp"
 #include "knmf/io/h5ad.hpp"
 #include "knmf/matrix/load.hpp"
+#include "knmf/results/results_file.hpp"
 #include "knmf/solver/nmf.hpp"
 #include "test_support.hpp"
 
@@ -189,6 +190,36 @@ TEST(DriverErrors, OneLineMessagesAndNonZeroExit) {
         "--init", "bogus"},
        "--init 'bogus'"},
   };
+  write_small_counts(tmp / "x.h5ad", 40, 8);
+  const std::string x = (tmp / "x.h5ad").string(), out = (tmp / "acc.h5").string();
+  const std::vector<Case> accel{
+      {{"factorize", x, "-k", "2", "-o", out, "--inner-sweeps", "0"}, "--inner-sweeps '0'"},
+      {{"factorize", x, "-k", "2", "-o", out, "--inner-sweeps", "fast"}, "--inner-sweeps 'fast'"},
+      {{"factorize", x, "-k", "2", "-o", out, "--inner-sweeps", "auto", "--inner-alpha", "-1"},
+       "--inner-alpha -1"},
+      {{"factorize", x, "-k", "2", "-o", out, "--inner-sweeps", "auto", "--inner-eps", "0"},
+       "--inner-eps 0"},
+      {{"factorize", x, "-k", "2", "-o", out, "--inner-sweeps", "auto", "--inner-eps", "1.5"},
+       "--inner-eps 1.5"},
+      {{"factorize", x, "-k", "2", "-o", out, "--inner-sweeps", "3", "--solver", "mu"},
+       "--solver mu"},
+  };
+  for (const auto& c : accel) {
+    const auto r = run_knmf(c.args);
+    EXPECT_NE(r.status, 0) << c.needle;
+    const auto ls = lines(r.out);
+    ASSERT_EQ(ls.size(), 1u) << r.out;
+    EXPECT_NE(ls[0].find(c.needle), std::string::npos) << ls[0];
+    EXPECT_FALSE(std::filesystem::exists(out)) << c.needle << ": a results file was written";
+  }
+  // and the mode runs: the file records it, a rerun with another --inner-sweeps is refused
+  auto ok = run_knmf({"factorize", x, "-k", "2", "-o", out, "--inner-sweeps", "auto", "--quiet"});
+  ASSERT_EQ(ok.status, 0) << ok.out;
+  const auto info = io::ResultsReader::open(out).info();
+  EXPECT_EQ(info.solver.inner_sweeps, SolverOptions::inner_sweeps_auto);
+  ok = run_knmf({"factorize", x, "-k", "2", "-o", out, "--inner-sweeps", "4", "--quiet"});
+  EXPECT_NE(ok.status, 0);
+  EXPECT_NE(ok.out.find("--inner-sweeps"), std::string::npos) << ok.out;
   for (const auto& c : cases) {
     const auto r = run_knmf(c.args);
     EXPECT_NE(r.status, 0) << c.args[0] << " " << c.needle;

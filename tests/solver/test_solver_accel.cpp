@@ -1,0 +1,226 @@
+// Accelerated coordinate descent (SolverOptions::inner_sweeps != 1, rule_cd.hpp): the repeated
+// sweeps never increase the objective, --inner-sweeps 1 is today's solver bit for bit, results
+// do not depend on the batch, slots stop repeating independently, the accelerated mode reaches
+// the exact mode's objective with fewer products on a real matrix, and the options are checked.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "knmf/core/error.hpp"
+#include "knmf/io/h5ad.hpp"
+#include "knmf/matrix/csr_matrix.hpp"
+#include "knmf/matrix/load.hpp"
+#include "knmf/matrix/streamed_matrix.hpp"
+#include "solver_fixtures.hpp"
+
+namespace {
+using namespace knmf;
+using namespace knmf::test;
+
+/// cNMF's prepared pbmcA norm_counts (2,896 cells x 2,000 genes), sparse, in T.
+template <class T>
+const CsrMatrix<T>& real_csr() {
+  static const CsrMatrix<T> X = [] {
+    auto reader = io::H5adReader::open(pbmc_prepare_dir() / "cnmf_tmp" / "pbmcA.norm_counts.h5ad");
+    return load_csr<T>(ExecSpace(), reader);
+  }();
+  return X;
+}
+
+SolverOptions accelerated(int sweeps = SolverOptions::inner_sweeps_auto) {
+  SolverOptions o;
+  o.solver = SolverKind::cd;
+  o.inner_sweeps = sweeps;
+  return o;
+}
+
+std::vector<Job> jobs_of(int k, int count, std::int64_t seed0) {
+  std::vector<Job> jobs;
+  for (int r = 0; r < count; ++r) jobs.push_back(Job{k, r, seed0 + 7919 * r, r});
+  return jobs;
+}
+
+/// final_error after t iterations (tol 0), t = 1, 2, 3, 5, 8, 12: never larger than after
+/// fewer iterations. CD's sweeps minimize exactly along each coordinate, so the objective can
+/// only fall; the bound allows the rounding of the error identity (a few ulps of ||X||^2).
+template <class XMat>
+void expect_monotone(const XMat& X, int k, std::int64_t seed, int sweeps, const char* what) {
+  double prev = INFINITY;
+  for (int t : {1, 2, 3, 5, 8, 12}) {
+    auto o = accelerated(sweeps);
+    o.tol = 0.0;
+    o.max_iter = t;
+    const auto r = factorize(ExecSpace(), X, {Job{k, 0, seed, 0}}, 1, o);
+    ASSERT_EQ(r[0].n_iter, t);
+    const double e = r[0].final_error;
+    EXPECT_LE(e, prev * (1 + 1e-12)) << what << ": iteration " << t;
+    EXPECT_GE(r[0].n_sweeps, 2 * t) << what;
+    prev = e;
+  }
+}
+
+TEST(AcceleratedCd, RepeatsNeverIncreaseTheObjective) {
+  expect_monotone(synthetic_matrix<double>("synth"), 4, 3, SolverOptions::inner_sweeps_auto,
+                  "synth dense, auto");
+  expect_monotone(synthetic_matrix<double>("synth"), 4, 3, 25, "synth dense, 25");
+  expect_monotone(real_csr<double>(), 7, 1234, SolverOptions::inner_sweeps_auto,
+                  "pbmcA sparse, auto");
+  expect_monotone(real_csr<float>(), 7, 1234, SolverOptions::inner_sweeps_auto,
+                  "pbmcA sparse float, auto");
+}
+
+TEST(AcceleratedCd, InnerSweepsOneIsTheExactSolverBitwise) {
+  const auto& X = real_csr<double>();
+  const auto jobs = jobs_of(6, 3, 14);
+  SolverOptions exact;
+  exact.max_iter = 60;
+  SolverOptions one = exact;
+  one.inner_sweeps = 1;
+  one.inner_alpha = 3.0;  // ignored with one sweep
+  one.inner_eps = 0.5;
+  const auto a = factorize(ExecSpace(), X, jobs, 2, exact);
+  const auto b = factorize(ExecSpace(), X, jobs, 2, one);
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    EXPECT_EQ(a[i].H, b[i].H);
+    EXPECT_EQ(a[i].n_iter, b[i].n_iter);
+    EXPECT_EQ(a[i].final_error, b[i].final_error);
+    EXPECT_EQ(b[i].n_sweeps, 2 * b[i].n_iter);
+  }
+}
+
+TEST(AcceleratedCd, NoResultDependsOnItsBatchOrStorage) {
+  const auto& S = real_csr<double>();
+  const auto jobs = jobs_of(5, 5, 21);
+  auto o = accelerated();
+  o.max_iter = 80;
+  const auto one = factorize(ExecSpace(), S, jobs, 1, o);
+  const auto three = factorize(ExecSpace(), S, jobs, 3, o);
+  std::set<std::int64_t> sweep_counts;
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    EXPECT_EQ(three[i].H, one[i].H) << "job " << i;  // bitwise
+    EXPECT_EQ(three[i].n_iter, one[i].n_iter);
+    EXPECT_EQ(three[i].n_sweeps, one[i].n_sweeps);
+    EXPECT_EQ(three[i].final_error, one[i].final_error);
+    EXPECT_GT(one[i].n_sweeps, 2 * one[i].n_iter) << "job " << i << ": no repeat ran";
+    sweep_counts.insert(one[i].n_sweeps);
+  }
+  // slots stop repeating on their own progress: the five jobs do not all run alike
+  EXPECT_GT(sweep_counts.size(), 1u);
+  // the same X stored dense (other product kernels, other rounding): the same iterations
+  const auto dense = load_dense<double>(
+      ExecSpace(), io::H5adReader::open(pbmc_prepare_dir() / "cnmf_tmp" / "pbmcA.norm_counts.h5ad"));
+  const auto d = factorize(ExecSpace(), dense, jobs, 2, o);
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    EXPECT_EQ(d[i].n_iter, one[i].n_iter) << "dense job " << i;
+    EXPECT_LT(max_rel_diff(d[i].H, one[i].H), 1e-9) << "dense job " << i;
+  }
+}
+
+TEST(AcceleratedCd, StreamedXGivesTheInCoreResults) {
+  // synth (60 x 40) as CSR on the host, then resident and streamed in about 3 blocks
+  size_type n = 0, g = 0;
+  synthetic_matrix<double>("synth", &n, &g);
+  const auto x = read_f64(data_dir() / "nmf" / "synth.X.f64");
+  std::vector<size_type> off{0};
+  std::vector<ordinal_type> cols;
+  std::vector<double> vals;
+  for (size_type i = 0; i < n; ++i) {
+    for (size_type j = 0; j < g; ++j)
+      if (x[size_t(i * g + j)] != 0) {
+        cols.push_back(ordinal_type(j));
+        vals.push_back(x[size_t(i * g + j)]);
+      }
+    off.push_back(size_type(vals.size()));
+  }
+  const auto S = CsrMatrix<double>::from_host(ExecSpace(), n, g, off.data(), cols.data(), vals.data());
+  const size_type per = sizeof(double) + sizeof(ordinal_type);
+  const auto X = StreamedMatrix<double>::from_host_csr(
+      ExecSpace(), n, g, off.data(), cols.data(), vals.data(),
+      8 * (g + 1) + per * (size_type(vals.size()) / 3 + 12));
+  ASSERT_GE(X.num_blocks(), 3);
+  auto o = accelerated();
+  const auto jobs = jobs_of(4, 3, 5);
+  const auto ref = factorize(ExecSpace(), S, jobs, 2, o);
+  const auto res = factorize(ExecSpace(), X, jobs, 2, o);
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    EXPECT_EQ(res[i].n_iter, ref[i].n_iter);
+    EXPECT_EQ(res[i].n_sweeps, ref[i].n_sweeps);
+    EXPECT_EQ(res[i].H, ref[i].H);  // bitwise, as the exact mode (test_solver_streamed)
+  }
+}
+
+TEST(AcceleratedCd, RepeatsStopAtEpsOrTheLimit) {
+  const auto& X = real_csr<double>();
+  const std::vector<Job> job{Job{7, 0, 99, 0}};
+  auto o = accelerated(6);
+  o.tol = 0.0;
+  o.max_iter = 10;
+  o.inner_eps = 1e-12;  // never reached in 6 sweeps: every update runs all 6
+  EXPECT_EQ(factorize(ExecSpace(), X, job, 1, o)[0].n_sweeps, 2 * 6 * 10);
+  o.inner_sweeps = 200;
+  o.inner_eps = 0.5;
+  const auto loose = factorize(ExecSpace(), X, job, 1, o)[0].n_sweeps;
+  o.inner_eps = 0.01;
+  const auto tight = factorize(ExecSpace(), X, job, 1, o)[0].n_sweeps;
+  std::printf("sweeps in 10 iterations, at most 200 per update: eps 0.5 %lld, eps 0.01 %lld\n",
+              (long long)loose, (long long)tight);
+  EXPECT_LT(loose, tight);
+  EXPECT_LT(tight, 2 * 200 * 10);  // eps stopped the repeats before the limit
+}
+
+TEST(AcceleratedCd, ReachesTheExactObjectiveWithFewerProducts) {
+  // cNMF's pbmcA run, k = 7: scikit-learn's CD (tol 1e-4) against the accelerated mode
+  // stopped after 3/4 of the exact mode's iterations (each iteration: two products with X).
+  // perf/RESULTS.md section 11 measures how many it needs (the median: about half).
+  const auto& X = real_csr<double>();
+  SolverOptions exact;
+  for (std::int64_t seed : {1234, 5678}) {
+    const auto e = factorize(ExecSpace(), X, {Job{7, 0, seed, 0}}, 1, exact)[0];
+    auto o = accelerated();
+    o.tol = 0.0;
+    o.max_iter = std::max(1, 3 * e.n_iter / 4);
+    const auto a = factorize(ExecSpace(), X, {Job{7, 0, seed, 0}}, 1, o)[0];
+    std::printf("seed %lld: exact %d iterations, error %.10g; accelerated %d iterations (%lld "
+                "sweeps), error %.10g\n",
+                (long long)seed, e.n_iter, e.final_error, a.n_iter, (long long)a.n_sweeps,
+                a.final_error);
+    EXPECT_LE(a.final_error, e.final_error);
+  }
+}
+
+TEST(AcceleratedCd, OptionsAreChecked) {
+  auto bad = [](auto set, const std::string& fragment) {
+    SolverOptions o;
+    set(o);
+    try {
+      o.validate();
+      ADD_FAILURE() << "accepted: " << fragment;
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
+      EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos);
+    }
+  };
+  bad([](SolverOptions& o) { o.inner_sweeps = 0; }, "--inner-sweeps 0");
+  bad([](SolverOptions& o) { o.inner_sweeps = -3; }, "--inner-sweeps -3");
+  bad([](SolverOptions& o) { o.inner_alpha = -0.5; }, "--inner-alpha -0.5");
+  bad([](SolverOptions& o) { o.inner_alpha = NAN; }, "--inner-alpha");
+  bad([](SolverOptions& o) { o.inner_eps = 0.0; }, "--inner-eps 0");
+  bad([](SolverOptions& o) { o.inner_eps = 1.0; }, "--inner-eps 1");
+  bad([](SolverOptions& o) { o.inner_eps = 2.0; }, "--inner-eps 2");
+  bad([](SolverOptions& o) {
+    o.inner_sweeps = 4;
+    o.solver = SolverKind::mu;
+  }, "--solver mu");
+  EXPECT_EQ(parse_inner_sweeps("auto"), SolverOptions::inner_sweeps_auto);
+  EXPECT_EQ(parse_inner_sweeps("1"), 1);
+  EXPECT_EQ(parse_inner_sweeps("12"), 12);
+  for (const char* s : {"0", "-1", "2.5", "x", "", "auto2"})
+    EXPECT_THROW(parse_inner_sweeps(s), InputError) << s;
+}
+
+}  // namespace
