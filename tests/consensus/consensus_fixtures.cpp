@@ -1,6 +1,7 @@
 #include "consensus_fixtures.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <limits>
 #include <map>
 
@@ -75,6 +76,23 @@ std::vector<int> hungarian_max(const std::vector<std::vector<double>>& score) {
     w.insert(w.end(), row.begin(), row.end());
   }
   return knmf::hungarian_max(w, n, n);
+}
+
+void expect_k_selection_stats(const io::DataFrame& got, const io::DataFrame& ref, double bound) {
+  EXPECT_EQ(got.index, ref.index);
+  EXPECT_EQ(got.columns, ref.columns);
+  ASSERT_EQ(got.rows, ref.rows);
+  for (std::int64_t r = 0; r < ref.rows; ++r) {
+    EXPECT_EQ(got.at(r, 0), ref.at(r, 0));
+    EXPECT_EQ(got.at(r, 1), ref.at(r, 1));
+    const double ds = rel_diff(got.at(r, 2), ref.at(r, 2));
+    const double de = rel_diff(got.at(r, 3), ref.at(r, 3));
+    std::printf("k=%g: silhouette %.12f (cNMF %.12f, rel diff %.3g), prediction error %.9e "
+                "(cNMF %.9e, rel diff %.3g)\n",
+                got.at(r, 0), got.at(r, 2), ref.at(r, 2), ds, got.at(r, 3), ref.at(r, 3), de);
+    EXPECT_LT(ds, bound);
+    EXPECT_LT(de, bound);
+  }
 }
 
 }  // namespace knmf::test

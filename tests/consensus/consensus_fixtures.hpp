@@ -1,5 +1,7 @@
 #pragma once
 // Shared helpers of the consensus tests: the pbmcA reference run and the golden file.
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -40,23 +42,24 @@ void make_pbmc_results(const std::filesystem::path& path, const std::filesystem:
 /// Every regular file under `dir` (relative paths, sorted).
 std::vector<std::string> list_files(const std::filesystem::path& dir);
 
-/// Pearson correlation of two equally long vectors.
-inline double correlation(const double* a, const double* b, std::size_t n) {
-  double ma = 0, mb = 0;
-  for (std::size_t i = 0; i < n; ++i) {
-    ma += a[i];
-    mb += b[i];
+/// max |a - b| / max |b| over two whole tables, after checking that their shapes and labels
+/// agree (non-finite entries of either are skipped).
+inline double table_rel_diff(const io::DataFrame& a, const io::DataFrame& b) {
+  EXPECT_EQ(a.rows, b.rows);
+  EXPECT_EQ(a.cols, b.cols);
+  EXPECT_EQ(a.index, b.index);
+  EXPECT_EQ(a.columns, b.columns);
+  double num = 0, den = 0;
+  for (size_t e = 0; e < b.data.size() && e < a.data.size(); ++e) {
+    num = std::max(num, std::fabs(a.data[e] - b.data[e]));
+    den = std::max(den, std::fabs(b.data[e]));
   }
-  ma /= double(n);
-  mb /= double(n);
-  double sab = 0, saa = 0, sbb = 0;
-  for (std::size_t i = 0; i < n; ++i) {
-    sab += (a[i] - ma) * (b[i] - mb);
-    saa += (a[i] - ma) * (a[i] - ma);
-    sbb += (b[i] - mb) * (b[i] - mb);
-  }
-  return sab / std::sqrt(saa * sbb);
+  return num / den;
 }
+
+/// knmf's k_selection_stats table against cNMF's: the same k and threshold columns, silhouette
+/// and prediction error within `bound` relative (printed row by row).
+void expect_k_selection_stats(const io::DataFrame& got, const io::DataFrame& ref, double bound);
 
 /// Hungarian assignment (maximizing the total score) of rows to columns of a square
 /// score matrix; returns the column of each row.

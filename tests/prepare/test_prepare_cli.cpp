@@ -686,16 +686,7 @@ TEST(PreparePipeline, AllNativeConsensusMatchesCnmfsPipeline) {
           dmax = std::max(dmax, std::abs(a[size_t(e)] - b[size_t(e)]));
           smax = std::max(smax, std::abs(b[size_t(e)]));
         }
-        double ma = 0, mb = 0;
-        for (std::int64_t e = 0; e < len; ++e) ma += a[size_t(e)], mb += b[size_t(e)];
-        ma /= double(len), mb /= double(len);
-        double sab = 0, saa = 0, sbb = 0;
-        for (std::int64_t e = 0; e < len; ++e) {
-          sab += (a[size_t(e)] - ma) * (b[size_t(e)] - mb);
-          saa += (a[size_t(e)] - ma) * (a[size_t(e)] - ma);
-          sbb += (b[size_t(e)] - mb) * (b[size_t(e)] - mb);
-        }
-        worst = std::min(worst, sab / std::sqrt(saa * sbb));
+        worst = std::min(worst, correlation(a.data(), b.data(), a.size()));
       }
       std::printf("k=%d %s: all-native vs all-cNMF pipeline, worst program correlation %.12f, "
                   "max rel diff %.3g\n", k, what.c_str(), worst, dmax / smax);

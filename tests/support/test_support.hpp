@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <limits>
@@ -49,6 +51,24 @@ private:
 };
 
 /// Relative difference |a-b| / max(|b|, floor).
+/// Pearson correlation of two equally long vectors.
+inline double correlation(const double* a, const double* b, std::size_t n) {
+  double ma = 0, mb = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    ma += a[i];
+    mb += b[i];
+  }
+  ma /= double(n);
+  mb /= double(n);
+  double sab = 0, saa = 0, sbb = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    sab += (a[i] - ma) * (b[i] - mb);
+    saa += (a[i] - ma) * (a[i] - ma);
+    sbb += (b[i] - mb) * (b[i] - mb);
+  }
+  return sab / std::sqrt(saa * sbb);
+}
+
 inline double rel_diff(double a, double b, double floor = std::numeric_limits<double>::min()) {
   const double d = std::abs(a - b);
   const double s = std::max(std::abs(b), floor);
