@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
@@ -22,15 +23,30 @@ namespace {
 using namespace knmf;
 using namespace knmf::test;
 
-/// cNMF's prepared pbmcA norm_counts (2,896 cells x 2,000 genes), sparse, in T.
+/// cNMF's prepared pbmcA norm_counts (2,896 cells x 2,000 genes), sparse, in T: loaded once,
+/// released by the suite's teardown (device Views must go before Kokkos::finalize).
 template <class T>
-const CsrMatrix<T>& real_csr() {
-  static const CsrMatrix<T> X = [] {
-    auto reader = io::H5adReader::open(pbmc_prepare_dir() / "cnmf_tmp" / "pbmcA.norm_counts.h5ad");
-    return load_csr<T>(ExecSpace(), reader);
-  }();
+std::unique_ptr<CsrMatrix<T>>& real_slot() {
+  static std::unique_ptr<CsrMatrix<T>> X;
   return X;
 }
+template <class T>
+const CsrMatrix<T>& real_csr() {
+  auto& X = real_slot<T>();
+  if (!X) {
+    auto reader = io::H5adReader::open(pbmc_prepare_dir() / "cnmf_tmp" / "pbmcA.norm_counts.h5ad");
+    X = std::make_unique<CsrMatrix<T>>(load_csr<T>(ExecSpace(), reader));
+  }
+  return *X;
+}
+
+class AcceleratedCd : public ::testing::Test {
+protected:
+  static void TearDownTestSuite() {
+    real_slot<double>().reset();
+    real_slot<float>().reset();
+  }
+};
 
 SolverOptions accelerated(int sweeps = SolverOptions::inner_sweeps_auto) {
   SolverOptions o;
@@ -64,7 +80,7 @@ void expect_monotone(const XMat& X, int k, std::int64_t seed, int sweeps, const 
   }
 }
 
-TEST(AcceleratedCd, RepeatsNeverIncreaseTheObjective) {
+TEST_F(AcceleratedCd, RepeatsNeverIncreaseTheObjective) {
   expect_monotone(synthetic_matrix<double>("synth"), 4, 3, SolverOptions::inner_sweeps_auto,
                   "synth dense, auto");
   expect_monotone(synthetic_matrix<double>("synth"), 4, 3, 25, "synth dense, 25");
@@ -74,7 +90,7 @@ TEST(AcceleratedCd, RepeatsNeverIncreaseTheObjective) {
                   "pbmcA sparse float, auto");
 }
 
-TEST(AcceleratedCd, InnerSweepsOneIsTheExactSolverBitwise) {
+TEST_F(AcceleratedCd, InnerSweepsOneIsTheExactSolverBitwise) {
   const auto& X = real_csr<double>();
   const auto jobs = jobs_of(6, 2, 14);
   SolverOptions exact;
@@ -93,7 +109,7 @@ TEST(AcceleratedCd, InnerSweepsOneIsTheExactSolverBitwise) {
   }
 }
 
-TEST(AcceleratedCd, NoResultDependsOnItsBatchOrStorage) {
+TEST_F(AcceleratedCd, NoResultDependsOnItsBatchOrStorage) {
   const auto& S = real_csr<double>();
   const auto jobs = jobs_of(5, 3, 21);
   auto o = accelerated();
@@ -121,7 +137,7 @@ TEST(AcceleratedCd, NoResultDependsOnItsBatchOrStorage) {
   }
 }
 
-TEST(AcceleratedCd, StreamedXGivesTheInCoreResults) {
+TEST_F(AcceleratedCd, StreamedXGivesTheInCoreResults) {
   // synth (60 x 40) as CSR on the host, then resident and streamed in about 3 blocks
   size_type n = 0, g = 0;
   synthetic_matrix<double>("synth", &n, &g);
@@ -154,7 +170,7 @@ TEST(AcceleratedCd, StreamedXGivesTheInCoreResults) {
   }
 }
 
-TEST(AcceleratedCd, RepeatsStopAtEpsOrTheLimit) {
+TEST_F(AcceleratedCd, RepeatsStopAtEpsOrTheLimit) {
   const auto& X = real_csr<double>();
   const std::vector<Job> job{Job{7, 0, 99, 0}};
   auto o = accelerated(6);
@@ -173,7 +189,7 @@ TEST(AcceleratedCd, RepeatsStopAtEpsOrTheLimit) {
   EXPECT_LT(tight, 2 * 200 * 10);  // eps stopped the repeats before the limit
 }
 
-TEST(AcceleratedCd, ReachesTheExactObjectiveWithFewerProducts) {
+TEST_F(AcceleratedCd, ReachesTheExactObjectiveWithFewerProducts) {
   // cNMF's pbmcA run, k = 7: scikit-learn's CD (tol 1e-4) against the accelerated mode
   // stopped after 3/4 of the exact mode's iterations (each iteration: two products with X).
   // perf/RESULTS.md section 11 measures how many it needs (the median: about half).
@@ -193,7 +209,7 @@ TEST(AcceleratedCd, ReachesTheExactObjectiveWithFewerProducts) {
   }
 }
 
-TEST(AcceleratedCd, OptionsAreChecked) {
+TEST_F(AcceleratedCd, OptionsAreChecked) {
   auto bad = [](auto set, const std::string& fragment) {
     SolverOptions o;
     set(o);
