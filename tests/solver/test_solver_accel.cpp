@@ -130,8 +130,8 @@ TEST_F(AcceleratedCd, NoResultDependsOnItsBatchOrStorage) {
   // the same X stored dense (other product kernels, other rounding): the same iterations
   const auto dense = load_dense<double>(
       ExecSpace(), io::H5adReader::open(pbmc_prepare_dir() / "cnmf_tmp" / "pbmcA.norm_counts.h5ad"));
-  const auto d = factorize(ExecSpace(), dense, jobs, 2, o);
-  for (size_t i = 0; i < jobs.size(); ++i) {
+  const auto d = factorize(ExecSpace(), dense, {jobs[0]}, 1, o);
+  for (size_t i = 0; i < d.size(); ++i) {
     EXPECT_EQ(d[i].n_iter, one[i].n_iter) << "dense job " << i;
     EXPECT_LT(max_rel_diff(d[i].H, one[i].H), 1e-9) << "dense job " << i;
   }
