@@ -9,6 +9,7 @@
 #include "consensus/detail/refit.hpp"
 #include "consensus/detail/stream.hpp"
 #include "knmf/core/error.hpp"
+#include "knmf/matrix/detail/block_csc.hpp"
 #include "knmf/solver/nmf.hpp"
 #include "solver/engine.hpp"
 
@@ -96,18 +97,11 @@ HostCsr HostCsr::transposed() const {
   HostCsr t;
   t.rows = cols;
   t.cols = rows;
-  t.offsets.assign(size_t(cols + 1), 0);
-  for (ordinal_type c : index) ++t.offsets[size_t(c) + 1];
-  for (size_type c = 0; c < cols; ++c) t.offsets[size_t(c + 1)] += t.offsets[size_t(c)];
+  t.offsets.resize(size_t(cols + 1));
   t.index.resize(index.size());
   t.values.resize(values.size());
-  std::vector<size_type> next(t.offsets.begin(), t.offsets.end() - 1);
-  for (size_type r = 0; r < rows; ++r)
-    for (size_type p = offsets[size_t(r)]; p < offsets[size_t(r + 1)]; ++p) {
-      const size_type q = next[size_t(index[size_t(p)])]++;
-      t.index[size_t(q)] = ordinal_type(r);
-      t.values[size_t(q)] = values[size_t(p)];
-    }
+  knmf::detail::csr_block_to_csc(rows, cols, offsets.data(), index.data(), values.data(), 0, t.offsets.data(),
+                   t.index.data(), t.values.data());
   return t;
 }
 
