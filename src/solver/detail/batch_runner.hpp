@@ -391,7 +391,10 @@ private:
       auto step = step_of(act, active_list());
       values = mode_ == RunMode::factorize ? Rule::factorize_step(step) : Rule::refit_step(step);
     } else if (mode_ == RunMode::factorize) {
-      FactorizeStep<T, XMat> step{space_, X_, b_, opt_, reg_, act, active_list()};
+      // the active list only for the accelerated sweeps (the exact path allocates nothing)
+      const bool repeats = sweeps_W_ > 1 || sweeps_H_ > 1;
+      FactorizeStep<T, XMat> step{space_, X_, b_, opt_, reg_, act,
+                                  repeats ? active_list() : std::vector<int>{}};
       step.sweeps_W = sweeps_W_;
       step.sweeps_H = sweeps_H_;
       values = Rule::factorize_step(step);
