@@ -1,15 +1,20 @@
 // Accelerated coordinate descent (--inner-sweeps) against scikit-learn's CD (the exact mode),
-// job by job, side by side in one process: the instrument behind perf/RESULTS.md section 11.
+// job by job, side by side in one process: the instrument behind perf/RESULTS.md sections 11
+// and 12.
 //
-//   knmf_bench_accel (--input norm_counts.h5ad | --n N --g G) (-k 5,6,7 [--jobs J] [--seed S] |
-//       --job-table nmf_params.df.npz)
-//       [--dtype float|double] [--format sparse|dense] [--sweeps auto|N] [--alpha A] [--eps E]
-//       [--tol T]
-// For every job (k, seed): the exact mode (tol T, as cNMF runs it) gives its iterations and
-// final objective F_exact; the accelerated mode with the same tol gives its own; and the
-// accelerated mode's products with X to reach F_exact (the fewest iterations t, tol 0, whose
-// final objective is <= F_exact, by doubling then bisection; 2 products per iteration).
-// Prints one JSON object per job and a summary line with the medians.
+//   knmf_bench_accel (--input norm_counts.h5ad | --n N --g G) (-k 5,6,7
+//       [--jobs J] [--seed S] | --job-table nmf_params.df.npz) [--dtype float|double]
+//       [--format sparse|dense] [--sweeps auto|N] [--alpha A] [--eps E] [--tol T] [--reach F]
+// For every job (k, seed): the exact mode (tol T, as cNMF runs it) gives its iterations, final
+// objective F_exact and wall seconds; the accelerated mode runs once, traced
+// (SolverOptions::record_trace), with tol 0 for up to F times the exact mode's iterations. Its
+// trace gives, without another run (the trajectory does not depend on tol):
+//   * where CD's rule at tol T stops it (the accelerated mode as a user runs it), and there its
+//     products, sweeps, objective and seconds;
+//   * the first iteration whose objective is at or below F_exact ("reach");
+//   * where other stopping rules would stop it: CD's at tol 1e-3 and 1e-5, and MU's (every 10
+//     iterations, (previous error - error) / initial error < tol) at 1e-4, 1e-5 and 1e-6.
+// Products = 2 per iteration. Prints one JSON object per job and a summary line.
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -35,7 +40,7 @@ struct Args {
   size_type n = 20000, g = 2000;
   int jobs = 4;
   std::int64_t seed = 14;
-  double alpha = 0.5, eps = 0.1, tol = 1e-4;
+  double alpha = 0.5, eps = 0.1, tol = 1e-4, reach = 4.0;
 };
 
 double median(std::vector<double> v) {
@@ -73,50 +78,86 @@ int run(const XMat& X, const Args& a) {
       for (int i = 0; i < a.jobs; ++i) jobs.push_back(Job{k, i, a.seed + 7919 * i + 104729 * k, i});
   }
   std::vector<double> prod_ratio, time_ratio, obj_ratio, reach_ratio;
+  auto obj = [](double err) { return 0.5 * err * err; };
+  auto num = [](bool ok, double v, const char* fmt) {
+    if (!ok) return std::string("null");
+    char buf[64];
+    std::snprintf(buf, sizeof buf, fmt, v);
+    return std::string(buf);
+  };
   for (const Job& j : jobs) {
-    {
-      const int k = j.k;
-      const auto e = one(exact, j);
-      const auto f = one(acc, j);
-      // fewest accelerated iterations (tol 0) reaching the exact mode's objective
-      auto at = [&](int t) {
-        auto o = acc;
-        o.tol = 0.0;
-        o.max_iter = t;
-        return one(o, j);
-      };
-      int hi = 1;
-      while (hi < 4 * e.n_iter && at(hi).final_error > e.final_error) hi *= 2;
-      int lo = hi / 2;  // at(lo) does not reach it (or lo = 0)
-      const bool reached = at(hi).final_error <= e.final_error;
-      while (reached && hi - lo > 1) {
-        const int mid = (lo + hi) / 2;
-        (at(mid).final_error <= e.final_error ? hi : lo) = mid;
+    const auto e = one(exact, j);
+    auto o = acc;
+    o.tol = 0.0;
+    o.max_iter = std::max(2, int(a.reach * e.n_iter));
+    o.record_trace = true;
+    const auto f = one(o, j);
+    const auto& tr = f.trace;
+    // CD's rule at tol: the first iteration whose violation is <= tol x the first one's
+    auto cd_stop = [&](double tol) {
+      for (size_t i = 0; i < tr.size(); ++i)
+        if (tr[i].value / tr[0].value <= tol) return long(i);
+      return -1L;
+    };
+    // MU's rule at tol (scikit-learn): every 10 iterations, (previous - error) / initial < tol
+    auto mu_stop = [&](double tol) {
+      double prev = f.error_at_init;
+      for (size_t i = 9; i < tr.size(); i += 10) {
+        if ((prev - tr[i].error) / f.error_at_init < tol) return long(i);
+        prev = tr[i].error;
       }
-      const auto r = at(hi);
-      std::printf("{\"k\": %d, \"seed\": %lld, \"exact_iter\": %d, \"exact_products\": %d, "
-                  "\"exact_objective\": %.12g, \"exact_s\": %.4f, \"accel_iter\": %d, "
-                  "\"accel_products\": %d, \"accel_sweeps\": %lld, \"accel_objective\": %.12g, "
-                  "\"accel_s\": %.4f, \"reach_iter\": %s, \"reach_products\": %s, "
-                  "\"reach_sweeps\": %lld, \"reach_s\": %.4f}\n",
-                  k, (long long)j.seed, e.n_iter, 2 * e.n_iter, 0.5 * e.final_error * e.final_error,
-                  e.seconds, f.n_iter, 2 * f.n_iter, (long long)f.n_sweeps,
-                  0.5 * f.final_error * f.final_error, f.seconds,
-                  reached ? std::to_string(hi).c_str() : "null",
-                  reached ? std::to_string(2 * hi).c_str() : "null", (long long)r.n_sweeps,
-                  r.seconds);
-      prod_ratio.push_back(double(e.n_iter) / double(f.n_iter));
-      time_ratio.push_back(e.seconds / f.seconds);
-      obj_ratio.push_back((f.final_error * f.final_error) / (e.final_error * e.final_error));
-      if (reached) reach_ratio.push_back(double(e.n_iter) / double(hi));
+      return -1L;
+    };
+    long reach = -1;
+    for (size_t i = 0; i < tr.size() && reach < 0; ++i)
+      if (tr[i].error <= e.final_error) reach = long(i);
+    const long stop = cd_stop(a.tol);
+    auto at = [&](long i, const char* what) {
+      if (i < 0) return std::string("null");
+      const auto& p = tr[size_t(i)];
+      char buf[256];
+      std::snprintf(buf, sizeof buf,
+                    "{\"rule\": \"%s\", \"iter\": %d, \"products\": %d, \"sweeps\": %lld, "
+                    "\"objective_rel\": %.6e, \"s\": %.4f}",
+                    what, p.iter, 2 * p.iter, (long long)p.sweeps,
+                    obj(p.error) / obj(e.final_error) - 1.0, p.seconds);
+      return std::string(buf);
+    };
+    std::string rules = "[" + at(cd_stop(1e-3), "cd 1e-3") + ", " + at(cd_stop(1e-5), "cd 1e-5") +
+                        ", " + at(mu_stop(1e-4), "mu 1e-4") + ", " + at(mu_stop(1e-5), "mu 1e-5") +
+                        ", " + at(mu_stop(1e-6), "mu 1e-6") + "]";
+    const bool stopped = stop >= 0, reached = reach >= 0;
+    const auto& ps = stopped ? tr[size_t(stop)] : tr.back();
+    std::printf("{\"k\": %d, \"seed\": %lld, \"exact_iter\": %d, \"exact_products\": %d, "
+                "\"exact_objective\": %.12g, \"exact_s\": %.4f, \"accel_iter\": %s, "
+                "\"accel_products\": %s, \"accel_sweeps\": %s, \"accel_objective\": %s, "
+                "\"accel_s\": %s, \"reach_iter\": %s, \"reach_products\": %s, "
+                "\"reach_sweeps\": %s, \"reach_s\": %s, \"traced_iter\": %d, \"rules\": %s}\n",
+                j.k, (long long)j.seed, e.n_iter, 2 * e.n_iter, obj(e.final_error), e.seconds,
+                num(stopped, ps.iter, "%.0f").c_str(), num(stopped, 2 * ps.iter, "%.0f").c_str(),
+                num(stopped, double(ps.sweeps), "%.0f").c_str(),
+                num(stopped, obj(ps.error), "%.12g").c_str(), num(stopped, ps.seconds, "%.4f").c_str(),
+                num(reached, reached ? tr[size_t(reach)].iter : 0, "%.0f").c_str(),
+                num(reached, reached ? 2 * tr[size_t(reach)].iter : 0, "%.0f").c_str(),
+                num(reached, reached ? double(tr[size_t(reach)].sweeps) : 0, "%.0f").c_str(),
+                num(reached, reached ? tr[size_t(reach)].seconds : 0, "%.4f").c_str(), f.n_iter,
+                rules.c_str());
+    std::fflush(stdout);
+    if (stopped) {
+      prod_ratio.push_back(double(e.n_iter) / double(ps.iter));
+      time_ratio.push_back(e.seconds / ps.seconds);
+      obj_ratio.push_back(obj(ps.error) / obj(e.final_error));
     }
+    if (reached) reach_ratio.push_back(double(e.n_iter) / double(tr[size_t(reach)].iter));
   }
-  std::printf("{\"summary\": true, \"jobs\": %zu, \"median_exact_over_accel_products\": %.3f, "
+  std::printf("{\"summary\": true, \"jobs\": %zu, \"stopped\": %zu, "
+              "\"median_exact_over_accel_products\": %.3f, "
               "\"median_exact_over_accel_seconds\": %.3f, \"median_accel_over_exact_objective\": "
               "%.8f, \"median_exact_over_reach_products\": %.3f, \"reached\": %zu, "
               "\"context\": \"%s\"}\n",
-              prod_ratio.size(), median(prod_ratio), median(time_ratio), median(obj_ratio),
-              median(reach_ratio), reach_ratio.size(), bench::context_line().c_str());
+              jobs.size(), prod_ratio.size(), median(prod_ratio), median(time_ratio),
+              median(obj_ratio), median(reach_ratio), reach_ratio.size(),
+              bench::context_line().c_str());
   return 0;
 }
 
@@ -137,7 +178,7 @@ int main(int argc, char** argv) {
   Kokkos::ScopeGuard guard(argc, argv);
   Args a;
   CLI::App app("accelerated CD against the exact mode");
-  app.add_option("--input", a.input, "norm_counts .h5ad (default: a synthetic dense X)");
+  app.add_option("--input", a.input, "norm_counts .h5ad (default: a synthetic dense X, bench_common: each cell mixes 2 of 10 planted programs)");
   app.add_option("--n", a.n, "synthetic rows");
   app.add_option("--g", a.g, "synthetic columns");
   app.add_option("-k", a.ks, "k values, comma-separated");
@@ -150,6 +191,8 @@ int main(int argc, char** argv) {
   app.add_option("--alpha", a.alpha, "--inner-alpha");
   app.add_option("--eps", a.eps, "--inner-eps");
   app.add_option("--tol", a.tol, "tol of both modes");
+  app.add_option("--reach", a.reach, "trace the accelerated mode for up to this many times the "
+                                      "exact mode's iterations");
   CLI11_PARSE(app, argc, argv);
   return a.dtype == "float" ? dispatch<float>(a) : dispatch<double>(a);
 }

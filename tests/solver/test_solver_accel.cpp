@@ -209,6 +209,44 @@ TEST_F(AcceleratedCd, ReachesTheExactObjectiveWithFewerProducts) {
   }
 }
 
+TEST_F(AcceleratedCd, TraceRecordsEachIterationAndChangesNothing) {
+  // SolverOptions::record_trace (the instrument of perf/bench_accel): one point per iteration,
+  // the last one the result's error, the run itself bitwise as without it; exact and
+  // accelerated CD, and MU, batched (the three jobs stop at different iterations).
+  const auto& X = real_csr<double>();
+  const auto jobs = jobs_of(5, 3, 31);
+  for (int sweeps : {1, SolverOptions::inner_sweeps_auto, -2}) {
+    SolverOptions o = accelerated(sweeps == -2 ? 1 : sweeps);
+    if (sweeps == -2) o.solver = SolverKind::mu;
+    o.max_iter = 60;
+    const auto plain = factorize(ExecSpace(), X, jobs, 2, o);
+    o.record_trace = true;
+    const auto traced = factorize(ExecSpace(), X, jobs, 2, o);
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      const auto& t = traced[i];
+      EXPECT_TRUE(plain[i].trace.empty());
+      EXPECT_EQ(t.H, plain[i].H) << "sweeps " << sweeps << " job " << i;
+      EXPECT_EQ(t.n_iter, plain[i].n_iter);
+      EXPECT_EQ(t.final_error, plain[i].final_error);
+      ASSERT_EQ(t.trace.size(), size_t(t.n_iter)) << "sweeps " << sweeps << " job " << i;
+      EXPECT_EQ(t.trace.back().error, t.final_error);
+      double prev = t.error_at_init;
+      for (size_t j = 0; j < t.trace.size(); ++j) {
+        EXPECT_EQ(t.trace[j].iter, int(j) + 1);
+        EXPECT_LE(t.trace[j].error, prev * (1 + 1e-12)) << "sweeps " << sweeps << " iteration " << j;
+        EXPECT_GE(t.trace[j].seconds, j ? t.trace[j - 1].seconds : 0.0);
+        prev = t.trace[j].error;
+        if (o.solver == SolverKind::cd) {
+          // CD's rule read off the trace: it stops at the first value <= tol x the first
+          const bool below = t.trace[j].value / t.trace[0].value <= o.tol;
+          EXPECT_EQ(below, j + 1 == t.trace.size() && t.status == ReplicateStatus::converged)
+              << "sweeps " << sweeps << " iteration " << j;
+        }
+      }
+    }
+  }
+}
+
 TEST_F(AcceleratedCd, OptionsAreChecked) {
   auto bad = [](auto set, const std::string& fragment) {
     SolverOptions o;

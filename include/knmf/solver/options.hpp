@@ -50,6 +50,11 @@ struct SolverOptions {
   static constexpr int inner_sweeps_auto = -1;
   double inner_alpha = 0.5;
   double inner_eps = 0.1;
+  /// Diagnostics (benchmarks, convergence studies): record each iteration's objective and the
+  /// rule's per-iteration value in ReplicateResult::trace. Costs one k x k Gram of H and a
+  /// dot per slot and iteration (no product with X: W^T X of the last update is reused; the
+  /// beta-divergence rule pays its divergence pass). Results are unchanged by it.
+  bool record_trace = false;
 
   /// Throws InputError naming the option and its value when out of range.
   void validate() const;

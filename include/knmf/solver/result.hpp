@@ -17,6 +17,15 @@ enum class ReplicateStatus {
 };
 std::string to_string(ReplicateStatus s);
 
+/// One iteration of a traced run (SolverOptions::record_trace).
+struct TracePoint {
+  int iter = 0;          ///< iterations done
+  double error = 0.0;    ///< ||X - W H||_F after it
+  double value = 0.0;    ///< the rule's value (CD: the projected-gradient violation; MU: 0)
+  std::int64_t sweeps = 0;  ///< factor sweeps so far (ReplicateResult::n_sweeps)
+  double seconds = 0.0;  ///< wall time from slot fill
+};
+
 struct ReplicateResult {
   Job job;                       ///< k, iter, seed, index of the job table
   std::int64_t n = 0, g = 0;     ///< shape of X
@@ -30,6 +39,7 @@ struct ReplicateResult {
   double final_error = 0.0;      ///< ||X - W H||_F at the end
   ReplicateStatus status = ReplicateStatus::max_iter;
   double seconds = 0.0;          ///< wall time from slot fill to result (shared batch time)
+  std::vector<TracePoint> trace; ///< per iteration, only with SolverOptions::record_trace
 };
 
 }  // namespace knmf

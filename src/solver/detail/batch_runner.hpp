@@ -188,6 +188,7 @@ private:
     double final_err = 0.0;
     ReplicateStatus status = ReplicateStatus::max_iter;
     std::chrono::steady_clock::time_point start;
+    std::vector<TracePoint> trace;  ///< SolverOptions::record_trace
   };
 
   template <class Rule>
@@ -409,7 +410,23 @@ private:
       if (!values.empty()) Part::reduce(X_, values);  // over W's rows: sum the row blocks
       q_current_ = false;
     }
+    if (opt_.record_trace && mode_ == RunMode::factorize) record_trace(values);
     decide<Rule>(values);
+  }
+
+  /// SolverOptions::record_trace: the error of every active slot after this iteration, from
+  /// the W^T X and W^T W its H-update left (errors); the next W-update recomputes H H^T, so
+  /// the trajectory is unchanged.
+  void record_trace(const std::vector<double>& values) {
+    const auto which = active_list();
+    const auto err = errors(which);
+    const auto now = std::chrono::steady_clock::now();
+    for (int r : which) {
+      Slot& s = slots_[size_t(r)];
+      s.trace.push_back(TracePoint{s.progress.iter + 1, err[size_t(r)],
+                                   values.empty() ? 0.0 : values[size_t(r)], s.progress.sweeps,
+                                   std::chrono::duration<double>(now - s.start).count()});
+    }
   }
 
   /// The rule's decision for every active slot; the errors it asks for (and those of the
@@ -458,6 +475,7 @@ private:
       res.error_at_init = s.progress.err_init;
       res.final_error = s.final_err;
       res.status = s.status;
+      res.trace = std::move(s.trace);
       if (mode_ == RunMode::factorize) res.H = b_.download(b_.H, r, g_, true);
       if (mode_ == RunMode::refit || opt_.return_W) res.W = b_.download(b_.W, r, n_, false);
       res.seconds =
