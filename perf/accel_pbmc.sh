@@ -9,10 +9,12 @@
 #     Hungarian assignment on correlation (worst matched correlation), silhouette and
 #     prediction error side by side, and the k the stability favours in each.
 #   perf/accel_pbmc.sh [BUILD_DIR] [RUNS]        (defaults: build, 3)
+# ACCEL_OPTS: the accelerated mode's options (default --inner-sweeps auto).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
 runs=${2:-3}
+read -r -a accel_opts <<< "${ACCEL_OPTS:---inner-sweeps auto}"
 knmf=$PWD/$build/drivers/knmf
 prep=$PWD/tests/data/real/cnmf-pbmc-donor-a/prepare/pbmcA
 work=$(mktemp -d /tmp/knmf-accel-pbmc.XXXXXX)
@@ -33,7 +35,7 @@ for r in $(seq "$runs"); do
   fresh exact
   t_exact+=("$(wall "$knmf" factorize --output-dir "$work/exact" --name pbmcA --quiet)")
   fresh accel
-  t_accel+=("$(wall "$knmf" factorize --output-dir "$work/accel" --name pbmcA --quiet --inner-sweeps auto)")
+  t_accel+=("$(wall "$knmf" factorize --output-dir "$work/accel" --name pbmcA --quiet "${accel_opts[@]}")")
   t_sk+=("$(wall /usr/bin/python3 perf/peers/sklearn_peer.py --output-dir "$work/exact" --name pbmcA --threads 1 --quiet)")
 done
 for mode in exact accel; do
@@ -43,19 +45,21 @@ for mode in exact accel; do
       --local-density-threshold 0.5 > /dev/null
   done
 done
+echo "# accelerated: ${accel_opts[*]}"
 echo "# $(date -u +%FT%TZ), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg); $("$knmf" --version | head -1)"
-/usr/bin/python3 - "$work" "${t_exact[*]}" "${t_accel[*]}" "${t_sk[*]}" <<'EOF'
+/usr/bin/python3 - "$work" "${t_exact[*]}" "${t_accel[*]}" "${t_sk[*]}" "${accel_opts[*]}" <<'EOF'
 import sys, statistics as st
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 work, te, ta, ts = sys.argv[1], *[list(map(float, a.split())) for a in sys.argv[2:5]]
+accel_name = "knmf " + sys.argv[5]
 def load(p):
     with np.load(p, allow_pickle=True) as d:
         return d["data"]
 me, ma, msk = st.median(te), st.median(ta), st.median(ts)
 print("| run | wall s (runs) | median |")
 print("|---|---|---|")
-for name, t in (("knmf exact (scikit-learn's CD)", te), ("knmf --inner-sweeps auto", ta), ("scikit-learn as cNMF runs it, 1 thread", ts)):
+for name, t in (("knmf exact (scikit-learn's CD)", te), (accel_name, ta), ("scikit-learn as cNMF runs it, 1 thread", ts)):
     print(f"| {name} | {', '.join(f'{x:.2f}' for x in t)} | {st.median(t):.2f} |")
 print(f"\naccelerated: {me / ma:.2f}x the exact mode, {msk / ma:.2f}x scikit-learn; exact: {msk / me:.2f}x scikit-learn\n")
 ks = {m: load(f"{work}/{m}/pbmcA/pbmcA.k_selection_stats.df.npz") for m in ("exact", "accel")}

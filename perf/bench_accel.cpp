@@ -14,7 +14,9 @@
 //   * the first iteration whose objective is at or below F_exact ("reach");
 //   * where other stopping rules would stop it: CD's at tol 1e-3 and 1e-5, and MU's (every 10
 //     iterations, (previous error - error) / initial error < tol) at 1e-4, 1e-5 and 1e-6.
-// Products = 2 per iteration. Prints one JSON object per job and a summary line.
+// Then (unless --no-plain) the accelerated mode once more as a user runs it, untraced, for its
+// wall seconds (and a check that it stops where the trace says). Products = 2 per iteration.
+// Prints one JSON object per job and a summary line.
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -41,6 +43,7 @@ struct Args {
   int jobs = 4;
   std::int64_t seed = 14;
   double alpha = 0.5, eps = 0.1, tol = 1e-4, reach = 4.0;
+  bool plain = true;
 };
 
 double median(std::vector<double> v) {
@@ -127,12 +130,31 @@ int run(const XMat& X, const Args& a) {
                         ", " + at(mu_stop(1e-4), "mu 1e-4") + ", " + at(mu_stop(1e-5), "mu 1e-5") +
                         ", " + at(mu_stop(1e-6), "mu 1e-6") + "]";
     const bool stopped = stop >= 0, reached = reach >= 0;
+    // the accelerated mode as a user runs it (tol, untraced): its wall time without the trace's
+    // per-iteration error, and a check that the trace's stop is the run's
+    double plain_s = -1.0;
+    int plain_iter = -1;
+    double plain_obj = 0.0;
+    std::int64_t plain_sweeps = 0;
+    if (a.plain) {
+      const auto u = one(acc, j);
+      plain_s = u.seconds;
+      plain_iter = u.n_iter;
+      plain_obj = obj(u.final_error);
+      plain_sweeps = u.n_sweeps;
+      if (stopped && (u.n_iter != tr[size_t(stop)].iter || u.final_error != tr[size_t(stop)].error))
+        std::fprintf(stderr, "bench_accel: job k %d seed %lld: the untraced run stopped at %d "
+                     "iterations, the trace at %d\n", j.k, (long long)j.seed, u.n_iter,
+                     tr[size_t(stop)].iter);
+    }
     const auto& ps = stopped ? tr[size_t(stop)] : tr.back();
     std::printf("{\"k\": %d, \"seed\": %lld, \"exact_iter\": %d, \"exact_products\": %d, "
                 "\"exact_objective\": %.12g, \"exact_s\": %.4f, \"accel_iter\": %s, "
                 "\"accel_products\": %s, \"accel_sweeps\": %s, \"accel_objective\": %s, "
                 "\"accel_s\": %s, \"reach_iter\": %s, \"reach_products\": %s, "
-                "\"reach_sweeps\": %s, \"reach_s\": %s, \"traced_iter\": %d, \"rules\": %s}\n",
+                "\"reach_sweeps\": %s, \"reach_s\": %s, \"traced_iter\": %d, \"accel_plain_s\": %s, "
+                "\"accel_plain_iter\": %s, \"accel_plain_sweeps\": %s, \"accel_plain_objective\": %s, "
+                "\"rules\": %s}\n",
                 j.k, (long long)j.seed, e.n_iter, 2 * e.n_iter, obj(e.final_error), e.seconds,
                 num(stopped, ps.iter, "%.0f").c_str(), num(stopped, 2 * ps.iter, "%.0f").c_str(),
                 num(stopped, double(ps.sweeps), "%.0f").c_str(),
@@ -141,12 +163,14 @@ int run(const XMat& X, const Args& a) {
                 num(reached, reached ? 2 * tr[size_t(reach)].iter : 0, "%.0f").c_str(),
                 num(reached, reached ? double(tr[size_t(reach)].sweeps) : 0, "%.0f").c_str(),
                 num(reached, reached ? tr[size_t(reach)].seconds : 0, "%.4f").c_str(), f.n_iter,
-                rules.c_str());
+                num(plain_s >= 0, plain_s, "%.4f").c_str(), num(plain_iter >= 0, plain_iter, "%.0f").c_str(),
+                num(plain_iter >= 0, double(plain_sweeps), "%.0f").c_str(),
+                num(plain_iter >= 0, plain_obj, "%.12g").c_str(), rules.c_str());
     std::fflush(stdout);
-    if (stopped) {
-      prod_ratio.push_back(double(e.n_iter) / double(ps.iter));
-      time_ratio.push_back(e.seconds / ps.seconds);
-      obj_ratio.push_back(obj(ps.error) / obj(e.final_error));
+    if (stopped || plain_iter > 0) {
+      prod_ratio.push_back(double(e.n_iter) / double(plain_iter > 0 ? plain_iter : ps.iter));
+      time_ratio.push_back(e.seconds / (plain_s >= 0 ? plain_s : ps.seconds));
+      obj_ratio.push_back((plain_iter > 0 ? plain_obj : obj(ps.error)) / obj(e.final_error));
     }
     if (reached) reach_ratio.push_back(double(e.n_iter) / double(tr[size_t(reach)].iter));
   }
@@ -193,6 +217,7 @@ int main(int argc, char** argv) {
   app.add_option("--tol", a.tol, "tol of both modes");
   app.add_option("--reach", a.reach, "trace the accelerated mode for up to this many times the "
                                       "exact mode's iterations");
+  app.add_flag("!--no-plain", a.plain, "skip the untraced accelerated run (its wall time)");
   CLI11_PARSE(app, argc, argv);
   return a.dtype == "float" ? dispatch<float>(a) : dispatch<double>(a);
 }
