@@ -14,9 +14,9 @@ replace its assumptions). Per replicate and iteration it counts
     and its numerator, write the factor: 3 (n + g) k values), plus the two Grams 2 (n + g) k^2;
   * the time of each as the larger of flops / (efficiency x peak) and bytes / bandwidth.
 Iterations per replicate and, for the accelerated mode, products and sweeps per iteration are
-the medians measured on the CPU (bench_accel's JSON lines): pbmcA for k <= 8, the dense
-synthetic 100,000 x 2,000 for k = 20 and 60, interpolated in log k between them and held
-constant outside. Iteration counts at 2.4 M cells are not known; they are the model's weakest
+the medians measured on the CPU (bench_accel's JSON lines), in two variants: the real runs
+(pbmcA for k <= 8, mouse-brain-e18-10k for k = 10, 15, 20) and the dense synthetic 20,000 x
+2,000 for k = 20 and 60 (with pbmcA below), interpolated in log k and held constant outside. Iteration counts at 2.4 M cells are not known; they are the model's weakest
 input, and they scale both modes alike.
 """
 import json
@@ -28,8 +28,9 @@ import sys
 N, G, DENSITY, REPLICATES = 2_400_000, 2000, 0.07, 100
 KS = [2, 4, 6, 12, 16, 18, 20, 22, 24, 36, 48, 60]
 BYTES = 4  # fp32
-# peak fp32 (non-tensor) flop/s and HBM bandwidth (vendor figures: A100-SXM4-80GB, H200 SXM)
-GPUS = {"A100-80GB": (19.5e12, 2.04e12), "H200": (67.0e12, 4.8e12)}
+# peak fp32 and fp64 (non-tensor) flop/s and HBM bandwidth (vendor figures: A100-SXM4-80GB,
+# H200 SXM). The sweeps and Grams accumulate in double (kernels.hpp): they get the fp64 peak.
+GPUS = {"A100-80GB": (19.5e12, 9.7e12, 2.04e12), "H200": (67.0e12, 34.0e12, 4.8e12)}
 # assumed efficiencies (fractions of peak): cuBLAS SGEMM for the dense products (knmf's CPU
 # iteration runs at 80-95% of OpenBLAS' GEMM, section 1); a gather SpMM for the sparse ones;
 # the sweeps and Grams (small-k register kernels), and the bandwidth any pass reaches
@@ -63,7 +64,7 @@ def interpolate(table, k):
             return {f: table[a][f] + t * (table[b][f] - table[a][f]) for f in table[a]}
 
 
-def seconds_per_iteration(k, sweeps, dense, peak, bw):
+def seconds_per_iteration(k, sweeps, dense, peak, peak64, bw):
     nnz = N * G * (1.0 if dense else DENSITY)
     flops_prod = 4.0 * nnz * k
     bytes_prod = (nnz * (BYTES if dense else BYTES + 4)) * 2 + 2 * (N + G) * k * BYTES
@@ -71,30 +72,25 @@ def seconds_per_iteration(k, sweeps, dense, peak, bw):
     # per sweep over both factors (half a "sweeps" count each), and the two Grams per iteration
     flops_sweep = 2.0 * (N + G) * k * k / 2
     bytes_sweep = 3.0 * (N + G) * k * BYTES / 2
-    t_sweep = max(flops_sweep / (EFF_SWEEP * peak), bytes_sweep / (EFF_BW * bw))
-    t_gram = max(2.0 * (N + G) * k * k / (EFF_SWEEP * peak), (N + G) * k * BYTES / (EFF_BW * bw))
+    t_sweep = max(flops_sweep / (EFF_SWEEP * peak64), bytes_sweep / (EFF_BW * bw))
+    t_gram = max(2.0 * (N + G) * k * k / (EFF_SWEEP * peak64), (N + G) * k * BYTES / (EFF_BW * bw))
     return t_prod, sweeps * t_sweep + t_gram
 
 
-def main(folder):
-    table = medians(os.path.join(folder, "pbmcA_f64.jsonl"))
-    for name in ("dense100k_k20.jsonl", "dense100k_k60.jsonl"):
-        p = os.path.join(folder, name)
-        if os.path.exists(p):
-            table.update(medians(p))
-    print("measured medians (k: exact iterations, accelerated iterations, accelerated sweeps per "
-          "iteration): " + "; ".join(f"{k}: {v['exact_iter']:.0f}, {v['accel_iter']:.0f}, "
-                                     f"{v['sweeps_per_iter']:.1f}" for k, v in sorted(table.items())))
+def project(table, title):
+    print(f"\n{title}: measured medians (k: exact iterations, accelerated iterations, accelerated "
+          "sweeps per iteration): " + "; ".join(f"{k}: {v['exact_iter']:.0f}, {v['accel_iter']:.0f}, "
+                                               f"{v['sweeps_per_iter']:.1f}" for k, v in sorted(table.items())))
     print(f"\n| X | GPU | exact CD hours | accelerated hours | exact / accelerated "
           f"| PyTorch {PYTORCH_A100_HOURS} h (A100) / exact | / accelerated | products: share of exact time |")
     print("|---|---|---|---|---|---|---|---|")
     for dense in (True, False):
-        for gpu, (peak, bw) in GPUS.items():
+        for gpu, (peak, peak64, bw) in GPUS.items():
             he = ha = prod = 0.0
             for k in KS:
                 m = interpolate(table, k)
-                pe, re = seconds_per_iteration(k, 2, dense, peak, bw)
-                pa, ra = seconds_per_iteration(k, m["sweeps_per_iter"], dense, peak, bw)
+                pe, re = seconds_per_iteration(k, 2, dense, peak, peak64, bw)
+                pa, ra = seconds_per_iteration(k, m["sweeps_per_iter"], dense, peak, peak64, bw)
                 he += REPLICATES * m["exact_iter"] * (pe + re)
                 ha += REPLICATES * m["accel_iter"] * (pa + ra)
                 prod += REPLICATES * m["exact_iter"] * pe
@@ -102,6 +98,17 @@ def main(folder):
             label = "dense fp32" if dense else f"sparse fp32, {DENSITY:.0%} stored"
             print(f"| {label} | {gpu} | {he:.2f} | {ha:.2f} | {he / ha:.2f}x | {PYTORCH_A100_HOURS / he:.1f}x "
                   f"| {PYTORCH_A100_HOURS / ha:.1f}x | {prod / 3600 / he:.0%} |")
+
+
+def main(folder):
+    pbmc = medians(os.path.join(folder, "pbmcA_f64.jsonl"))
+    real = dict(pbmc)
+    real.update(medians(os.path.join(folder, "mouse_f64.jsonl")))
+    project(real, "Iterations of the real runs (pbmcA k = 5-8, mouse-brain-e18-10k k = 10, 15, 20)")
+    synthetic = dict(pbmc)
+    for name in ("dense20k_k20.jsonl", "dense20k_k60.jsonl"):
+        synthetic.update(medians(os.path.join(folder, name)))
+    project(synthetic, "Iterations of the dense synthetic X (k = 20, 60: the exact mode at max_iter 1000)")
 
 
 if __name__ == "__main__":
