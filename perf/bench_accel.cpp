@@ -4,7 +4,8 @@
 //
 //   knmf_bench_accel (--input norm_counts.h5ad | --n N --g G) (-k 5,6,7
 //       [--jobs J] [--seed S] | --job-table nmf_params.df.npz) [--dtype float|double]
-//       [--format sparse|dense] [--sweeps auto|N] [--alpha A] [--eps E] [--tol T] [--reach F]
+//       [--format sparse|dense] [--solver cd|mu] [--sweeps auto|N] [--alpha A] [--eps E] [--tol T]
+//       [--reach F] [--no-plain]
 // For every job (k, seed): the exact mode (tol T, as cNMF runs it) gives its iterations, final
 // objective F_exact and wall seconds; the accelerated mode runs once, traced
 // (SolverOptions::record_trace), with tol 0 for up to F times the exact mode's iterations. Its
@@ -38,7 +39,8 @@ namespace {
 using namespace knmf;
 
 struct Args {
-  std::string input, dtype = "double", format = "sparse", sweeps = "auto", ks = "7", job_table;
+  std::string input, dtype = "double", format = "sparse", sweeps = "auto", ks = "7", job_table,
+      solver = "cd";
   size_type n = 20000, g = 2000;
   int jobs = 4;
   std::int64_t seed = 14;
@@ -62,6 +64,7 @@ int run(const XMat& X, const Args& a) {
     while (std::getline(ss, t, ',')) ks.push_back(std::stoi(t));
   }
   SolverOptions exact;
+  exact.solver = parse_solver(a.solver);
   exact.tol = a.tol;
   SolverOptions acc = exact;
   acc.inner_sweeps = parse_inner_sweeps(a.sweeps, "--sweeps");
@@ -215,6 +218,7 @@ int main(int argc, char** argv) {
   app.add_option("--alpha", a.alpha, "--inner-alpha");
   app.add_option("--eps", a.eps, "--inner-eps");
   app.add_option("--tol", a.tol, "tol of both modes");
+  app.add_option("--solver", a.solver, "cd or mu (both modes)");
   app.add_option("--reach", a.reach, "trace the accelerated mode for up to this many times the "
                                       "exact mode's iterations");
   app.add_flag("!--no-plain", a.plain, "skip the untraced accelerated run (its wall time)");

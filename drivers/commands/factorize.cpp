@@ -51,15 +51,16 @@ public:
                          "native mode: frobenius (default), kullback-leibler, itakura-saito or a "
                          "number (scikit-learn's beta_loss; not 2 needs --solver mu)");
     numeric_->add_option("--inner-sweeps", inner_sweeps_,
-                         "accelerated CD: sweeps per product with X, 1 (scikit-learn's CD, the "
-                         "default), N or auto (1 + alpha rho; docs/accelerated.md)")
+                         "accelerated CD / MU (Frobenius): updates per product with X, 1 "
+                         "(scikit-learn's, the default), N or auto (1 + alpha rho; "
+                         "docs/accelerated.md)")
         ->capture_default_str();
     numeric_->add_option("--inner-alpha", c_.solver.inner_alpha,
-                         "accelerated CD: auto allows 1 + alpha rho sweeps per product")
+                         "accelerated updates: auto allows 1 + alpha rho per product")
         ->capture_default_str();
     numeric_->add_option("--inner-eps", c_.solver.inner_eps,
-                         "accelerated CD: a factor's sweeps stop when one changes it by less "
-                         "than eps times the first (0 < eps < 1)")
+                         "accelerated updates: a factor's repeats stop when one changes it by "
+                         "less than eps times the first (0 < eps < 1)")
         ->capture_default_str();
     sub_->add_option("--dtype", dtype_, "compute type: float or double")->capture_default_str();
     sub_->add_option("--format", format_,

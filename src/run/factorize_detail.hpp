@@ -325,7 +325,7 @@ FactorizeSummary run_jobs(const FactorizeConfig& c, const RunPlan& plan, JobChan
     const int batch = forced_batch(c.batch, pending);
     const auto bp = plan_batch(X.rows(), X.cols(), k, s, bytes_x, budget, batch,
                                batch > 0 ? batch : max_R, false, plan.solver.beta_loss,
-                               sparse_values(X));
+                               sparse_values(X), plan.solver.accelerated_mu());
     if (!c.quiet) {
       log << "plan: " << bp.describe();
       if (batch < c.batch)

@@ -51,8 +51,8 @@ constexpr std::int64_t kSlack = std::int64_t(8) << 20;
 }  // namespace
 
 std::int64_t bytes_per_replicate(std::int64_t n, std::int64_t g, int k, int s, bool refit,
-                                 double beta_loss, std::int64_t sparse_nnz) {
-  return solver_bytes(n, g, k, s, refit, beta_loss, sparse_nnz).per_slot;
+                                 double beta_loss, std::int64_t sparse_nnz, bool mu_repeats) {
+  return solver_bytes(n, g, k, s, refit, beta_loss, sparse_nnz, mu_repeats).per_slot;
 }
 
 std::int64_t batch_fixed_bytes(std::int64_t n, std::int64_t g, int k, int s, bool refit,
@@ -62,7 +62,7 @@ std::int64_t batch_fixed_bytes(std::int64_t n, std::int64_t g, int k, int s, boo
 
 BatchPlan plan_batch(std::int64_t n, std::int64_t g, int k, int s, std::int64_t bytes_x,
                      std::int64_t budget, int requested_R, int max_R, bool refit,
-                     double beta_loss, std::int64_t sparse_nnz) {
+                     double beta_loss, std::int64_t sparse_nnz, bool mu_repeats) {
   BatchPlan p;
   p.n = n;
   p.g = g;
@@ -70,7 +70,7 @@ BatchPlan plan_batch(std::int64_t n, std::int64_t g, int k, int s, std::int64_t 
   p.element_bytes = s;
   p.bytes_x = bytes_x;
   p.budget = budget;
-  const auto solver = solver_bytes(n, g, k, s, refit, beta_loss, sparse_nnz);
+  const auto solver = solver_bytes(n, g, k, s, refit, beta_loss, sparse_nnz, mu_repeats);
   p.bytes_per_slot = solver.per_slot;
   p.bytes_fixed = solver.per_batch + kSlack;
   const std::int64_t room = budget - bytes_x - p.bytes_fixed;

@@ -12,7 +12,7 @@ KNMF_INSTANTIATE_SOLVER(StreamedMatrix<float>)
 KNMF_INSTANTIATE_SOLVER(StreamedMatrix<double>)
 
 SolverBytes solver_bytes(std::int64_t n, std::int64_t g, int k, int element_bytes, bool refit,
-                         double beta_loss, std::int64_t sparse_nnz) {
+                         double beta_loss, std::int64_t sparse_nnz, bool mu_repeats) {
   detail::BetaShape shape;
   if (beta_loss != 2.0) shape.block_rows = detail::beta_block_rows(n, g, element_bytes);
   if (beta_loss != 2.0 && sparse_nnz > 0) {
@@ -21,7 +21,7 @@ SolverBytes solver_bytes(std::int64_t n, std::int64_t g, int k, int element_byte
   }
   const auto b = detail::slot_batch_bytes(n, g, k, element_bytes,
                                           refit ? detail::RunMode::refit : detail::RunMode::factorize,
-                                          beta_loss, shape);
+                                          beta_loss, shape, mu_repeats && !refit);
   SolverBytes out;
   out.per_slot = b.per_slot();
   out.per_batch = b.stage + b.beta;

@@ -31,12 +31,12 @@ void SolverOptions::validate() const {
     input_error("--inner-alpha ", inner_alpha, " is invalid: it must be a finite number >= 0");
   if (!(inner_eps > 0 && inner_eps < 1))
     input_error("--inner-eps ", inner_eps, " is invalid: it must lie in (0, 1)");
-  if (inner_sweeps != 1 && solver != SolverKind::cd)
-    input_error("--inner-sweeps ", inner_sweeps_name(inner_sweeps), " with --solver ",
-                to_string(solver), " is invalid: the accelerated sweeps are those of coordinate "
-                "descent (--solver cd)");
   if (!std::isfinite(beta_loss))
     input_error("--beta-loss ", beta_loss, " is invalid: it must be a finite number");
+  if (inner_sweeps != 1 && beta_loss != 2.0)
+    input_error("--inner-sweeps ", inner_sweeps_name(inner_sweeps), " with --beta-loss ",
+                beta_loss_name(beta_loss), " is invalid: the accelerated updates are those of "
+                "the Frobenius loss (--solver cd or mu, --beta-loss frobenius)");
   if (beta_loss != 2.0 && solver != SolverKind::mu)
     input_error("--solver ", to_string(solver), " with --beta-loss ", beta_loss_name(beta_loss),
                 " is invalid: solver '", to_string(solver), "' does not handle beta_loss = ",

@@ -201,8 +201,9 @@ TEST(DriverErrors, OneLineMessagesAndNonZeroExit) {
        "--inner-eps 0"},
       {{"factorize", x, "-k", "2", "-o", out, "--inner-sweeps", "auto", "--inner-eps", "1.5"},
        "--inner-eps 1.5"},
-      {{"factorize", x, "-k", "2", "-o", out, "--inner-sweeps", "3", "--solver", "mu"},
-       "--solver mu"},
+      {{"factorize", x, "-k", "2", "-o", out, "--inner-sweeps", "3", "--solver", "mu",
+        "--beta-loss", "kullback-leibler"},
+       "--beta-loss kullback-leibler"},
   };
   for (const auto& c : accel) {
     const auto r = run_knmf(c.args);

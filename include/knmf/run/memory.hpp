@@ -45,9 +45,11 @@ struct BatchPlan {
 };
 
 /// Per-replicate device bytes for (n, g, k): factorize, or a fixed-H refit (`refit`).
-/// (beta_loss != 2 adds the beta rule's buffers; `sparse_nnz`: X's stored entries when sparse.)
+/// (beta_loss != 2 adds the beta rule's buffers; `sparse_nnz`: X's stored entries when sparse;
+/// `mu_repeats`: SolverOptions::accelerated_mu, a third n x k buffer.)
 std::int64_t bytes_per_replicate(std::int64_t n, std::int64_t g, int k, int element_bytes,
-                                 bool refit, double beta_loss = 2.0, std::int64_t sparse_nnz = 0);
+                                 bool refit, double beta_loss = 2.0, std::int64_t sparse_nnz = 0,
+                                 bool mu_repeats = false);
 /// Device bytes of a batch whatever its size (the solver's result staging buffer and the
 /// slack): BatchPlan::bytes_fixed. One replicate next to X needs bytes_per_replicate + this.
 std::int64_t batch_fixed_bytes(std::int64_t n, std::int64_t g, int k, int element_bytes,
@@ -59,6 +61,7 @@ std::int64_t batch_fixed_bytes(std::int64_t n, std::int64_t g, int k, int elemen
 /// saying how much is needed.
 BatchPlan plan_batch(std::int64_t n, std::int64_t g, int k, int element_bytes,
                      std::int64_t bytes_x, std::int64_t budget, int requested_R, int max_R,
-                     bool refit = false, double beta_loss = 2.0, std::int64_t sparse_nnz = 0);
+                     bool refit = false, double beta_loss = 2.0, std::int64_t sparse_nnz = 0,
+                     bool mu_repeats = false);
 
 }  // namespace knmf

@@ -76,7 +76,9 @@ struct SolverBytes {
   /// sparse X with `sparse_nnz` stored entries the ratio values and per-row sums).
   std::int64_t per_batch = 0;
 };
+/// (`mu_repeats`: the accelerated MU's factorization, SolverOptions::accelerated_mu: W_next.)
 SolverBytes solver_bytes(std::int64_t n, std::int64_t g, int k, int element_bytes,
-                         bool refit = false, double beta_loss = 2.0, std::int64_t sparse_nnz = 0);
+                         bool refit = false, double beta_loss = 2.0, std::int64_t sparse_nnz = 0,
+                         bool mu_repeats = false);
 
 }  // namespace knmf

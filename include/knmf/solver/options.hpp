@@ -40,12 +40,14 @@ struct SolverOptions {
   /// Kullback-Leibler, 0 Itakura-Saito, any other finite value the beta-divergence. Only
   /// solver mu handles beta != 2 (BetaMuRule, scikit-learn's _fit_multiplicative_update).
   double beta_loss = 2.0;
-  /// Accelerated coordinate descent (Gillis & Glineur 2012; docs/accelerated.md): after each
-  /// product with X, up to this many sweeps over the factor against the same products.
+  /// Accelerated CD and MU (Gillis & Glineur 2012; docs/accelerated.md; Frobenius only):
+  /// after each product with X, up to this many updates of the factor against the same
+  /// products (CD: sweeps; MU: multiplicative steps).
   /// 1 (the default) is scikit-learn's CD exactly; N > 1 at most N; inner_sweeps_auto the
   /// paper's 1 + inner_alpha * rho, rho = 1 + (nnz + m' k) / (m (k + 1)) for a factor of m
-  /// columns whose partner has m'. The repeats of a slot stop when a sweep's change (its
-  /// projected-gradient violation) falls to inner_eps times the first sweep's.
+  /// columns whose partner has m'. The repeats of a slot stop when an update's change (CD: its
+  /// projected-gradient violation; MU: the l1 norm of its step) falls to inner_eps times the
+  /// first update's.
   int inner_sweeps = 1;
   static constexpr int inner_sweeps_auto = -1;
   double inner_alpha = 0.5;
@@ -55,6 +57,12 @@ struct SolverOptions {
   /// dot per slot and iteration (no product with X: W^T X of the last update is reused; the
   /// beta-divergence rule pays its divergence pass). Results are unchanged by it.
   bool record_trace = false;
+
+  /// The accelerated MU (solver mu, Frobenius, inner_sweeps != 1): its factorization holds a
+  /// third n x k buffer per replicate (solver_bytes' mu_repeats).
+  bool accelerated_mu() const {
+    return solver == SolverKind::mu && beta_loss == 2.0 && inner_sweeps != 1;
+  }
 
   /// Throws InputError naming the option and its value when out of range.
   void validate() const;

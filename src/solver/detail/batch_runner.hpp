@@ -167,6 +167,7 @@ public:
     if (beta_)  // scikit-learn's refusal, before anything runs
       check_beta_loss_zeros(opts.beta_loss, X.stats().min_value, X.stats().count, n_global_, g_,
                             "X");
+    b_.keep_w_next = mode == RunMode::factorize && opts.accelerated_mu();
     b_.allocate(R);
     if (beta_) b_.allocate_beta(Part::beta_shape(X));
     slots_.assign(size_t(R), Slot{});

@@ -362,6 +362,40 @@ void slot_dot(const ExecSpace& space, const Matrix<T>& A, const Matrix<T>& B, in
       });
 }
 
+/// The accelerated MU's update step (rule_mu.hpp): for the slots in `mask`, dst <- src, and
+/// partial(chunk * R + r) = sum |src - dst| over the slot's rows of the chunk (the change the
+/// update made, before the copy); 0 for the other slots, whose dst is left as it is.
+template <class T>
+void slot_copy_change(const ExecSpace& space, const Matrix<T>& src, const Matrix<T>& dst, int R,
+                      int k, const SlotMask& mask, const Kokkos::View<double*, MemSpace>& partial) {
+  const size_type m = src.extent(1);
+  const size_type nch = num_chunks(m);
+  if (m == 0) return;
+  TeamPolicy policy(space, int(nch * R), team_size_for(int(slot_chunk)));
+  Kokkos::parallel_for(
+      "knmf::mu::copy_change", policy, KOKKOS_LAMBDA(const Member& team) {
+        const int r = team.league_rank() % R;
+        const size_type c = team.league_rank() / R;
+        const size_type j0 = c * slot_chunk;
+        const size_type j1 = (j0 + slot_chunk < m) ? j0 + slot_chunk : m;
+        const int row0 = r * k;
+        double sum = 0.0;
+        if (mask(r)) {
+          Kokkos::parallel_reduce(
+              Kokkos::TeamThreadRange(team, size_type(k) * (j1 - j0)),
+              [&](const size_type e, double& acc) {
+                const size_type j = j0 + e / k;
+                const int t = int(e % k);
+                const T v = src(row0 + t, j);
+                acc += Kokkos::fabs(double(v) - double(dst(row0 + t, j)));
+                dst(row0 + t, j) = v;
+              },
+              sum);
+        }
+        Kokkos::single(Kokkos::PerTeam(team), [&]() { partial(c * R + r) = sum; });
+      });
+}
+
 /// Sum chunk partials (chunk-major, R per chunk) per slot, in chunk order, on the host, through
 /// the host mirror `h` of `partial` (kept by the caller: no allocation per call).
 inline std::vector<double> sum_slot_partials(const Kokkos::View<double*, MemSpace>& partial,

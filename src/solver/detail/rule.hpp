@@ -31,6 +31,8 @@
 /// it streamed; run_fixed_h in rules.hpp) both run a rule through exactly these functions, so
 /// a rule's update and its decision are written once.
 
+#include <Kokkos_Profiling_ScopedRegion.hpp>
+
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -98,5 +100,38 @@ struct FixedH {
   const Kokkos::View<double*, MemSpace>& partial;
   const Kokkos::View<double*, MemSpace>::HostMirror& partial_h;
 };
+
+/// The accelerated updates (SolverOptions::inner_sweeps != 1; Gillis & Glineur 2012): up to
+/// limit - 1 more updates of one factor of the active slots (`s.slots`) against the same
+/// products, after a first one whose changes are `first`. A slot repeats while its last
+/// update's change exceeds inner_eps times its first (a zero or non-finite first change: no
+/// repeat). `update(mask)` runs one update of the slots in the mask and returns every slot's
+/// change (summed over the row blocks, so that every rank decides alike). CD's change is its
+/// sweep's projected-gradient violation (rule_cd.hpp), MU's the l1 norm of the step
+/// (rule_mu.hpp).
+template <class Step, class Update>
+void repeat_updates(Step& s, const std::vector<double>& first, int limit, const Update& update) {
+  if (limit <= 1) return;
+  Kokkos::Profiling::ScopedRegion region("knmf::solver::repeat_updates");
+  const size_t R = size_t(s.batch.R);
+  if (s.repeats.empty()) s.repeats.assign(R, 0);
+  std::vector<char> on(R, 0);
+  bool any = false;
+  for (int r : s.slots)
+    if (first[size_t(r)] > 0.0 && std::isfinite(first[size_t(r)])) {
+      on[size_t(r)] = 1;
+      any = true;
+    }
+  for (int j = 1; j < limit && any; ++j) {
+    const auto v = update(s.subset_mask(on));
+    any = false;
+    for (size_t r = 0; r < R; ++r) {
+      if (!on[r]) continue;
+      ++s.repeats[r];
+      if (v[r] > s.opts.inner_eps * first[r]) any = true;
+      else on[r] = 0;
+    }
+  }
+}
 
 }  // namespace knmf::detail

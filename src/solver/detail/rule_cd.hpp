@@ -42,7 +42,7 @@ struct CdRule {
       cd_update(s.space, b.W, b.P, b.GH, b.R, b.k, s.active, s.reg.l1_W, s.reg.l2_W,
                 b.red_partial);
       vw = s.violations_W();
-      repeat_sweeps(s, vw, s.sweeps_W, [&](const SlotMask& on) {
+      repeat_updates(s, vw, s.sweeps_W, [&](const SlotMask& on) {
         cd_update(s.space, b.W, b.P, b.GH, b.R, b.k, on, s.reg.l1_W, s.reg.l2_W, b.red_partial);
         return s.violations_W();
       });
@@ -53,44 +53,13 @@ struct CdRule {
       cd_update(s.space, b.H, b.Q, b.GW, b.R, b.k, s.active, s.reg.l1_H, s.reg.l2_H,
                 b.red_partial);
       vh = s.violations_H();
-      repeat_sweeps(s, vh, s.sweeps_H, [&](const SlotMask& on) {
+      repeat_updates(s, vh, s.sweeps_H, [&](const SlotMask& on) {
         cd_update(s.space, b.H, b.Q, b.GW, b.R, b.k, on, s.reg.l1_H, s.reg.l2_H, b.red_partial);
         return s.violations_H();
       });
     }
     for (size_t r = 0; r < vw.size(); ++r) vw[r] += vh[r];
     return vw;
-  }
-
-  /// Up to limit - 1 more sweeps of the active slots (`s.slots`) after a first one whose
-  /// violations are `first`: a slot repeats while its last sweep's violation exceeds
-  /// inner_eps times its first (a zero or non-finite first violation: no repeat). `sweep(mask)`
-  /// runs one sweep of the slots in the mask and returns every slot's violation (summed over
-  /// the row blocks, so that every rank decides alike).
-  template <class Step, class Sweep>
-  static void repeat_sweeps(Step& s, const std::vector<double>& first, int limit,
-                            const Sweep& sweep) {
-    if (limit <= 1) return;
-    Kokkos::Profiling::ScopedRegion region("knmf::cd::repeat_sweeps");
-    const size_t R = size_t(s.batch.R);
-    if (s.repeats.empty()) s.repeats.assign(R, 0);
-    std::vector<char> on(R, 0);
-    bool any = false;
-    for (int r : s.slots)
-      if (first[size_t(r)] > 0.0 && std::isfinite(first[size_t(r)])) {
-        on[size_t(r)] = 1;
-        any = true;
-      }
-    for (int j = 1; j < limit && any; ++j) {
-      const auto v = sweep(s.subset_mask(on));
-      any = false;
-      for (size_t r = 0; r < R; ++r) {
-        if (!on[r]) continue;
-        ++s.repeats[r];
-        if (v[r] > s.opts.inner_eps * first[r]) any = true;
-        else on[r] = 0;
-      }
-    }
   }
 
   /// A sweep over W (in place); returns each slot's violation over this block's rows.

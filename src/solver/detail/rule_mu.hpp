@@ -23,10 +23,39 @@ struct MuRule {
   static double fixed_h_start(double mean, int k) { return std::sqrt(mean / double(k)); }
 
   /// W <- W * P / (W G_H + ...) (written over P, then swapped), then H likewise into H_next.
+  /// Accelerated (inner_sweeps != 1): each update is repeated against the same products
+  /// (repeat_updates, rule.hpp), so P and Q must survive: the new values go to W_next / H_next
+  /// and are copied into W / H for the slots updated (slot_copy_change), which also measures
+  /// the change of each slot's step (its l1 norm), the repeats' stopping measure.
   template <class Step>
   static std::vector<double> factorize_step(Step& s) {
     auto& b = s.batch;
     const bool add_eps = s.opts.zero_guard == ZeroGuard::add_eps;
+    if (s.sweeps_W > 1 || s.sweeps_H > 1) {
+      {
+        Kokkos::Profiling::ScopedRegion r1("knmf::mu::update_W");
+        s.products_for_W();
+        auto update_W = [&](const SlotMask& on) {
+          mu_update(s.space, b.W, b.P, b.GH, b.k, on, s.reg.l1_W, s.reg.l2_W, add_eps,
+                    s.opts.eps, b.W_next);
+          slot_copy_change(s.space, b.W_next, b.W, b.R, b.k, on, b.red_partial);
+          return s.violations_W();
+        };
+        repeat_updates(s, update_W(s.active), s.sweeps_W, update_W);
+      }
+      {
+        Kokkos::Profiling::ScopedRegion r2("knmf::mu::update_H");
+        s.products_for_H();
+        auto update_H = [&](const SlotMask& on) {
+          mu_update(s.space, b.H, b.Q, b.GW, b.k, on, s.reg.l1_H, s.reg.l2_H, add_eps,
+                    s.opts.eps, b.H_next);
+          slot_copy_change(s.space, b.H_next, b.H, b.R, b.k, on, b.red_partial);
+          return s.violations_H();
+        };
+        repeat_updates(s, update_H(s.active), s.sweeps_H, update_H);
+      }
+      return {};
+    }
     {
       Kokkos::Profiling::ScopedRegion r1("knmf::mu::update_W");
       s.products_for_W();

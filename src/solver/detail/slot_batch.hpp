@@ -50,13 +50,14 @@ struct SlotBatchBytes {
 /// per-slot sums of H and W (2 k values a slot, counted with the factors).
 inline SlotBatchBytes slot_batch_bytes(std::int64_t n, std::int64_t g, int k, int element_bytes,
                                        RunMode mode, double beta_loss = 2.0,
-                                       const BetaShape& shape = {}) {
+                                       const BetaShape& shape = {}, bool w_next = false) {
   const std::int64_t s = element_bytes, kk = k;
   const std::int64_t chunks = std::int64_t(num_chunks(size_type(std::max(n, g))));
   // Every product checked: k, n and g come from the user (k = 20000 once wrapped an int).
   constexpr const char* what = "the device memory of one replicate";
   SlotBatchBytes b;
-  b.factors = checked_add({checked_mul({mode == RunMode::refit ? 3 : 2, n, kk, s}, what),  // W, P (+ W_next)
+  // W, P (+ W_next: a refit, or the accelerated MU's factorization, SlotBatch::keep_w_next)
+  b.factors = checked_add({checked_mul({mode == RunMode::refit || w_next ? 3 : 2, n, kk, s}, what),
                            checked_mul({3, kk, g, s}, what)},                               // H, Q, H_next
                           what);
   b.grams = checked_add({checked_mul({2, kk, kk, 8}, what),                          // W^T W, H H^T
@@ -89,6 +90,9 @@ struct SlotBatch {
   int k = 0;
   RunMode mode;
   int R = 0;  ///< slots
+  /// W_next in a factorization too (the accelerated MU keeps P over its repeated updates);
+  /// set before allocate. slot_batch_bytes(..., w_next) counts it.
+  bool keep_w_next = false;
 
   Matrix<T> W, P, W_next, H, Q, H_next;
   SlotGram GW, GH;
@@ -113,7 +117,7 @@ struct SlotBatch {
     const size_type rk = size_type(R_) * k;
     W = alloc("knmf::solver::W", rk, n);
     P = alloc("knmf::solver::P", rk, n);
-    if (mode == RunMode::refit) W_next = alloc("knmf::solver::W_next", rk, n);
+    if (mode == RunMode::refit || keep_w_next) W_next = alloc("knmf::solver::W_next", rk, n);
     H = alloc("knmf::solver::H", rk, g);
     Q = alloc("knmf::solver::Q", rk, g);
     H_next = alloc("knmf::solver::H_next", rk, g);
@@ -154,7 +158,7 @@ struct SlotBatch {
       wsum = alloc("knmf::beta::wsum", rk2, 1);
     }
     P = keep_p ? P2 : alloc("knmf::solver::P", rk2, n);
-    if (mode == RunMode::refit) W_next = alloc("knmf::solver::W_next", rk2, n);
+    if (mode == RunMode::refit || keep_w_next) W_next = alloc("knmf::solver::W_next", rk2, n);
     Q = alloc("knmf::solver::Q", rk2, g);
     H_next = alloc("knmf::solver::H_next", rk2, g);
     allocate_small(R2);
