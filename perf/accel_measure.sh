@@ -3,15 +3,17 @@
 # knmf_bench_accel into perf/results/accel/, summarized by perf/accel_summary.py:
 #   pbmcA   cNMF's pbmcA run (80 jobs, sparse): fp64 with the defaults, fp32, and the
 #           accelerated mode's settings scanned (--sweeps 2 / 3, alpha 0.25, eps 0.3 / 0.5)
+#   mu      pbmcA with --solver mu (the accelerated MU against scikit-learn's MU)
 #   mouse   mouse-brain-e18-10k prepared as cNMF does (`knmf prepare`, 500 HVGs, k 10/15/20)
 #   dense   the dense synthetic X of bench_common (planted programs), 20,000 x 2,000, k 20, 60
 #   dense100k  the same with 100,000 rows, k 20, one job
-#   perf/accel_measure.sh [BUILD_DIR] [pbmcA|mouse|dense ...]   (default: all three)
+#   perf/accel_measure.sh [BUILD_DIR] [pbmcA|mu|mouse|dense|dense100k ...]
+#   (default: pbmcA mu mouse dense)
 # mouse reads ../shared/data (the all-zero cell is dropped first, as cNMF asks).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}; shift || true
-sets=${*:-pbmcA mouse dense}
+sets=${*:-pbmcA mu mouse dense}
 bench=$PWD/$build/perf/knmf_bench_accel
 out=perf/results/accel
 mkdir -p "$out"
@@ -33,6 +35,9 @@ for s in $sets; do
       one pbmcA_a025 "${pb[@]}" --alpha 0.25 --reach 2
       one pbmcA_e03 "${pb[@]}" --eps 0.3 --reach 2
       one pbmcA_e05 "${pb[@]}" --eps 0.5 --reach 2 ;;
+    mu)  # the accelerated MU against scikit-learn's MU, pbmcA's 80 jobs
+      one pbmcA_mu --input $P/pbmcA.norm_counts.h5ad --job-table $P/pbmcA.nmf_params.df.npz \
+        --solver mu ;;
     mouse)
       work=$(mktemp -d /tmp/knmf-accel-mouse.XXXXXX)
       /usr/bin/python3 - "$work" <<'PY'

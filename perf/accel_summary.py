@@ -74,7 +74,7 @@ def main(paths):
               "| wall exact / rule (sums) | median objective / exact − 1 | jobs above exact "
               "| median objective / exact − 1, per k |")
         print("|---|---|---|---|---|---|---|---|")
-        rules = [("cd at the exact mode's tol (as a user runs it)",
+        rules = [("the solver's own rule at the exact mode's tol (as a user runs it)",
                   [(x, {"products": acc(x)["products"], "s": acc(x)["s"], "untraced": True,
                         "objective_rel": acc(x)["objective"] / x["exact_objective"] - 1})
                    for x in rows if acc(x) is not None])]
