@@ -40,6 +40,7 @@ for s in $sets; do
         --solver mu ;;
     mouse)
       work=$(mktemp -d /tmp/knmf-accel-mouse.XXXXXX)
+      trap 'rm -rf "$work"' EXIT  # also when a step fails (set -e)
       /usr/bin/python3 - "$work" <<'PY'
 import sys, h5py, numpy as np, scipy.sparse as sp
 f = h5py.File("../shared/data/mouse-brain-e18-10k/mouse-brain-e18-10k.h5ad", "r")

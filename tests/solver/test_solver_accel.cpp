@@ -82,6 +82,27 @@ void expect_monotone(const XMat& X, int k, std::int64_t seed, int sweeps, const 
   }
 }
 
+/// The jobs at batch 1 and at batch 2: bitwise the same results, every job repeated its
+/// updates, and the jobs did not all repeat alike (slots stop on their own progress). Returns
+/// the batch-1 results.
+template <class XMat>
+std::vector<ReplicateResult> expect_batch_independent(const XMat& S, const std::vector<Job>& jobs,
+                                                      const SolverOptions& o) {
+  const auto one = factorize(ExecSpace(), S, jobs, 1, o);
+  const auto two = factorize(ExecSpace(), S, jobs, 2, o);
+  std::set<std::int64_t> sweep_counts;
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    EXPECT_EQ(two[i].H, one[i].H) << "job " << i;  // bitwise
+    EXPECT_EQ(two[i].n_iter, one[i].n_iter);
+    EXPECT_EQ(two[i].n_sweeps, one[i].n_sweeps);
+    EXPECT_EQ(two[i].final_error, one[i].final_error);
+    EXPECT_GT(one[i].n_sweeps, 2 * one[i].n_iter) << "job " << i << ": no repeat ran";
+    sweep_counts.insert(one[i].n_sweeps);
+  }
+  EXPECT_GT(sweep_counts.size(), 1u);
+  return one;
+}
+
 TEST_F(AcceleratedCd, RepeatsNeverIncreaseTheObjective) {
   expect_monotone(synthetic_matrix<double>("synth"), 4, 3, SolverOptions::inner_sweeps_auto,
                   "synth dense, auto");
@@ -116,19 +137,7 @@ TEST_F(AcceleratedCd, NoResultDependsOnItsBatchOrStorage) {
   const auto jobs = jobs_of(5, 3, 21);
   auto o = accelerated();
   o.max_iter = 30;
-  const auto one = factorize(ExecSpace(), S, jobs, 1, o);
-  const auto two = factorize(ExecSpace(), S, jobs, 2, o);
-  std::set<std::int64_t> sweep_counts;
-  for (size_t i = 0; i < jobs.size(); ++i) {
-    EXPECT_EQ(two[i].H, one[i].H) << "job " << i;  // bitwise
-    EXPECT_EQ(two[i].n_iter, one[i].n_iter);
-    EXPECT_EQ(two[i].n_sweeps, one[i].n_sweeps);
-    EXPECT_EQ(two[i].final_error, one[i].final_error);
-    EXPECT_GT(one[i].n_sweeps, 2 * one[i].n_iter) << "job " << i << ": no repeat ran";
-    sweep_counts.insert(one[i].n_sweeps);
-  }
-  // slots stop repeating on their own progress: the three jobs do not all run alike
-  EXPECT_GT(sweep_counts.size(), 1u);
+  const auto one = expect_batch_independent(S, jobs, o);
   // the same X stored dense (other product kernels, other rounding): the same iterations
   const auto dense = load_dense<double>(
       ExecSpace(), io::H5adReader::open(pbmc_prepare_dir() / "cnmf_tmp" / "pbmcA.norm_counts.h5ad"));
@@ -231,18 +240,7 @@ TEST_F(AcceleratedCd, MuNoResultDependsOnItsBatch) {
   const auto jobs = jobs_of(5, 3, 21);
   auto o = accelerated(SolverOptions::inner_sweeps_auto, SolverKind::mu);
   o.max_iter = 40;
-  const auto one = factorize(ExecSpace(), S, jobs, 1, o);
-  const auto two = factorize(ExecSpace(), S, jobs, 2, o);
-  std::set<std::int64_t> sweep_counts;
-  for (size_t i = 0; i < jobs.size(); ++i) {
-    EXPECT_EQ(two[i].H, one[i].H) << "job " << i;  // bitwise
-    EXPECT_EQ(two[i].n_iter, one[i].n_iter);
-    EXPECT_EQ(two[i].n_sweeps, one[i].n_sweeps);
-    EXPECT_EQ(two[i].final_error, one[i].final_error);
-    EXPECT_GT(one[i].n_sweeps, 2 * one[i].n_iter) << "job " << i << ": no repeat ran";
-    sweep_counts.insert(one[i].n_sweeps);
-  }
-  EXPECT_GT(sweep_counts.size(), 1u);  // slots stop repeating on their own progress
+  expect_batch_independent(S, jobs, o);
   // --inner-sweeps 1 is scikit-learn's MU (the exact path, no W_next)
   auto exact = o;
   exact.inner_sweeps = 1;
