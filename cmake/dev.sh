@@ -16,11 +16,14 @@
 # Environment: KNMF_BUILD_DIR (default build, or build-cuda-smNN), KNMF_DEPS_CACHE (default
 # ~/.cache/knmf-deps), KNMF_DEPS_MIRROR (a folder holding the Kokkos tarballs, for machines
 # without access to GitHub), KNMF_BUILD_JOBS (default nproc), KNMF_CMAKE_ARGS (extra configure
-# arguments), KNMF_CTEST_ARGS (extra ctest arguments), KNMF_SKIP_APT=1, KNMF_CCACHE=0 (no ccache).
+# arguments), KNMF_CTEST_ARGS (extra ctest arguments), KNMF_CTEST_JOBS (tests run at once,
+# default nproc; tests/CMakeLists.txt says which never share the machine), KNMF_SKIP_APT=1,
+# KNMF_CCACHE=0 (no ccache).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 cmd=${1:-test}; shift || true
 jobs=${KNMF_BUILD_JOBS:-$(nproc)}
+ctest_jobs=${KNMF_CTEST_JOBS:-$(nproc)}
 
 configure_build() {  # $1 build dir, $2 prefix, rest: cmake args
   local bdir=$1 prefix=$2; shift 2
@@ -39,11 +42,15 @@ case "$cmd" in
   demo|test|build)
     prefix=$(cmake/bootstrap.sh | tail -n1)
     bdir=${KNMF_BUILD_DIR:-build}
-    configure_build "$bdir" "$prefix" -DKNMF_ENABLE_MPI=ON
+    # The benchmarks (perf/) are built by `build` and by the device-kernels and CUDA builds
+    # (CI), not by `test`: no test runs them.
+    perf=ON
+    [[ $cmd == test ]] && perf=OFF
+    configure_build "$bdir" "$prefix" -DKNMF_ENABLE_MPI=ON -DKNMF_ENABLE_PERF=$perf
     export OMP_PROC_BIND=${OMP_PROC_BIND:-spread} OMP_PLACES=${OMP_PLACES:-threads}
     case "$cmd" in
       demo) exec "$bdir/drivers/knmf" demo "$@" ;;
-      test) cd "$bdir" && exec ctest --output-on-failure -j 1 ${KNMF_CTEST_ARGS:-} "$@" ;;
+      test) cd "$bdir" && exec ctest --output-on-failure -j "$ctest_jobs" ${KNMF_CTEST_ARGS:-} "$@" ;;
     esac ;;
   device-test)
     prefix=$(cmake/bootstrap.sh | tail -n1)
@@ -53,13 +60,16 @@ case "$cmd" in
     export OMP_PROC_BIND=${OMP_PROC_BIND:-spread} OMP_PLACES=${OMP_PLACES:-threads}
     "$bdir/drivers/knmf" --version | grep -q "KNMF_DEVICE_KERNELS_ON_HOST" ||
       { echo "device-test: $bdir is not a device-kernels build" >&2; exit 1; }
-    cd "$bdir" && exec ctest --output-on-failure -j 1 ${KNMF_CTEST_ARGS:-} "$@" ;;
+    cd "$bdir" && exec ctest --output-on-failure -j "$ctest_jobs" ${KNMF_CTEST_ARGS:-} "$@" ;;
   sanitize-test)
     prefix=$(cmake/bootstrap.sh | tail -n1)
     bdir=${KNMF_BUILD_DIR:-build-sanitize}
     # No MPI: Open MPI's own allocations leak and would need LeakSanitizer suppressions beyond
     # the one committed (docs/sanitizers.md); the MPI paths are tested by the other builds.
+    # -O1 -g1 (AddressSanitizer's recommended level; line tables for the reports' stacks):
+    # half the compile time of -O2 -g (docs/sanitizers.md, Cost).
     configure_build "$bdir" "$prefix" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKNMF_SANITIZE=ON \
+      "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG" "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG" \
       -DKNMF_ENABLE_MPI=OFF -DKNMF_ENABLE_PERF=OFF
     export OMP_PROC_BIND=${OMP_PROC_BIND:-spread} OMP_PLACES=${OMP_PLACES:-threads}
     # exitcode 86: a finding in a driver run by a test is never mistaken for the driver's own
@@ -69,7 +79,7 @@ case "$cmd" in
     export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:halt_on_error=1:exitcode=86:detect_stack_use_after_return=0:strict_string_checks=1:check_initialization_order=1}
     export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$PWD/cmake/lsan.supp:print_suppressions=1}
     export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1:exitcode=86}
-    cd "$bdir" && exec ctest --output-on-failure -j 1 ${KNMF_CTEST_ARGS:-} "$@" ;;
+    cd "$bdir" && exec ctest --output-on-failure -j "$ctest_jobs" ${KNMF_CTEST_ARGS:-} "$@" ;;
   cuda-build)
     arch=${1:-90}
     prefix=$(cmake/bootstrap.sh --cuda "$arch" | tail -n1)
