@@ -66,8 +66,9 @@ case "$cmd" in
     bdir=${KNMF_BUILD_DIR:-build-sanitize}
     # No MPI: Open MPI's own allocations leak and would need LeakSanitizer suppressions beyond
     # the one committed (docs/sanitizers.md); the MPI paths are tested by the other builds.
-    # -O1 -g1 (AddressSanitizer's recommended level; line tables for the reports' stacks):
-    # half the compile time of -O2 -g (docs/sanitizers.md, Cost).
+    # -O1 -g1: AddressSanitizer's recommended level, line tables (what the reports' stacks
+    # print) and no more; the solver's iteration stays at -O2 (src/solver/CMakeLists.txt);
+    # docs/sanitizers.md, Cost.
     configure_build "$bdir" "$prefix" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKNMF_SANITIZE=ON \
       "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG" "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG" \
       -DKNMF_ENABLE_MPI=OFF -DKNMF_ENABLE_PERF=OFF
