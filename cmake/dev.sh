@@ -17,7 +17,7 @@
 # ~/.cache/knmf-deps), KNMF_DEPS_MIRROR (a folder holding the Kokkos tarballs, for machines
 # without access to GitHub), KNMF_BUILD_JOBS (default nproc), KNMF_CMAKE_ARGS (extra configure
 # arguments), KNMF_CTEST_ARGS (extra ctest arguments), KNMF_CTEST_JOBS (tests run at once,
-# default nproc; tests/CMakeLists.txt says which never share the machine), KNMF_SKIP_APT=1,
+# default nproc; the longest start first: COST in tests/CMakeLists.txt), KNMF_SKIP_APT=1,
 # KNMF_CCACHE=0 (no ccache).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -66,11 +66,8 @@ case "$cmd" in
     bdir=${KNMF_BUILD_DIR:-build-sanitize}
     # No MPI: Open MPI's own allocations leak and would need LeakSanitizer suppressions beyond
     # the one committed (docs/sanitizers.md); the MPI paths are tested by the other builds.
-    # -O1 -g1: AddressSanitizer's recommended level, line tables (what the reports' stacks
-    # print) and no more; the solver's iteration stays at -O2 (src/solver/CMakeLists.txt);
-    # docs/sanitizers.md, Cost.
+    # (KNMF_SANITIZE compiles at -O1 -g1 whatever the build type: CMakeLists.txt)
     configure_build "$bdir" "$prefix" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKNMF_SANITIZE=ON \
-      "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG" "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG" \
       -DKNMF_ENABLE_MPI=OFF -DKNMF_ENABLE_PERF=OFF
     export OMP_PROC_BIND=${OMP_PROC_BIND:-spread} OMP_PLACES=${OMP_PLACES:-threads}
     # exitcode 86: a finding in a driver run by a test is never mistaken for the driver's own
