@@ -3,10 +3,18 @@
 // On a host backend "device" Views live in host memory, so host code that reads one directly
 // (instead of through host_mirror / host_copy and deep_copy) works on the CPU and fails on a
 // GPU. In the device-kernels build the guard makes such code fail on the CPU too: it learns
-// every device allocation from Kokkos Tools' allocation events, maps the whole pages inside it
-// PROT_NONE, and opens them (PROT_READ | PROT_WRITE) only while a Kokkos kernel, a deep_copy or
-// a Kokkos Kernels call runs (their begin/end events). A SIGSEGV inside a guarded range names
-// the allocation and ends the program.
+// every device allocation from Kokkos Tools' allocation events and maps the whole pages inside
+// it PROT_NONE. While a Kokkos kernel, a deep_copy or a Kokkos Kernels call runs (their
+// begin/end events: a "window"), the first touch of a guarded allocation faults and the
+// handler opens that allocation's pages (PROT_READ | PROT_WRITE); when the window ends, the
+// allocations opened in it are closed again. A fault outside a window names the allocation and
+// ends the program.
+//
+// Opening on first touch, not every allocation at every window: a window costs two mprotect
+// calls per allocation it touches (a kernel touches a few) instead of two per live allocation
+// (a batch holds dozens), and closing is what costs (each one flushes the TLB of every thread).
+// The device-kernels suite ran 4x faster for it (.ci/README.md); the check is the same: host
+// code outside a window still finds every guarded page closed.
 //
 // What it catches: any host-code read or write of a device allocation's interior pages outside
 // those windows. What it cannot see: bytes of an allocation's first and last partial page
@@ -18,17 +26,19 @@
 #include <Kokkos_Core.hpp>
 
 #include <execinfo.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
-#include <mutex>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "knmf/core/types.hpp"
@@ -45,14 +55,35 @@ constexpr std::uintptr_t kokkos_header = sizeof(Kokkos::Impl::SharedAllocationHe
 struct Range {
   std::uintptr_t lo = 0, hi = 0;  // whole pages inside the allocation's data
   std::string label;
+  bool open = false;  // opened by a fault in the current window
+};
+
+// The fault handler takes this lock too (on a kernel's worker threads), so it is a spin lock,
+// never held while guarded memory is touched. A waiter yields its core: with more threads than
+// cores (ctest -j, OpenMP), the holder may be waiting for one.
+struct SpinLock {
+  std::atomic_flag flag = ATOMIC_FLAG_INIT;
+  void lock() {
+    while (flag.test_and_set(std::memory_order_acquire)) ::sched_yield();
+  }
+  void unlock() { flag.clear(std::memory_order_release); }
 };
 
 struct Guard {
-  std::mutex mu;
+  SpinLock mu;
   std::map<std::uintptr_t, Range> ranges;  // by allocation pointer
   int open_depth = 0;                      // kernels, copies and library calls running
-  std::vector<bool> region_opens;          // per pushed region: did it open the pages?
+  std::vector<bool> region_opens;          // per pushed region: did it open a window?
   std::uintptr_t page = 4096;
+  // The allocations windows of each name (the kernel, copy or call that opened them) touched:
+  // opened up front, so a kernel's threads rarely fault. Pages opened up front cannot tell
+  // whether they were touched, so every 16th window of a name opens none and learns again.
+  struct Learned {
+    std::vector<std::uintptr_t> allocations;
+    unsigned windows = 0;
+  };
+  std::unordered_map<std::string, Learned> learned;
+  Learned* window = nullptr;  // the one open now
 };
 
 Guard& guard() {
@@ -60,23 +91,49 @@ Guard& guard() {
   return *g;
 }
 
-void set_access(const Range& r, bool open) {
-  if (r.hi > r.lo)
-    ::mprotect(reinterpret_cast<void*>(r.lo), r.hi - r.lo, open ? PROT_READ | PROT_WRITE : PROT_NONE);
+void set_access(std::uintptr_t lo, std::uintptr_t hi, bool open) {
+  if (hi > lo) ::mprotect(reinterpret_cast<void*>(lo), hi - lo, open ? PROT_READ | PROT_WRITE : PROT_NONE);
 }
+void set_access(const Range& r, bool open) { set_access(r.lo, r.hi, open); }
 
-void open_pages() {
+// A window, named after what opened it: the allocations it touched last time are opened now;
+// any other guarded page is opened by its first touch (on_segv) until the window ends.
+void open_pages(const std::string& name) {
   auto& g = guard();
-  std::lock_guard<std::mutex> lock(g.mu);
-  if (g.open_depth++ == 0)
-    for (const auto& [p, r] : g.ranges) set_access(r, true);
+  std::lock_guard<SpinLock> lock(g.mu);
+  if (g.open_depth++ > 0) return;
+  g.window = &g.learned[name];
+  if (g.window->windows++ % 16 == 0) {
+    g.window->allocations.clear();
+    return;
+  }
+  for (const std::uintptr_t p : g.window->allocations)
+    if (auto r = g.ranges.find(p); r != g.ranges.end() && !r->second.open) {
+      set_access(r->second, true);
+      r->second.open = true;
+    }
 }
 
 void close_pages() {
   auto& g = guard();
-  std::lock_guard<std::mutex> lock(g.mu);
-  if (g.open_depth > 0 && --g.open_depth == 0)
-    for (const auto& [p, r] : g.ranges) set_access(r, false);
+  std::lock_guard<SpinLock> lock(g.mu);
+  if (g.open_depth == 0 || --g.open_depth > 0) return;
+  auto& allocations = g.window->allocations;
+  allocations.clear();
+  for (auto& [p, r] : g.ranges)
+    if (r.open) {
+      set_access(r, false);
+      r.open = false;
+      allocations.push_back(p);
+    }
+}
+
+// The guarded allocation holding addr, or ranges.end() (lock held).
+std::map<std::uintptr_t, Range>::iterator find_range(Guard& g, std::uintptr_t addr) {
+  auto it = g.ranges.upper_bound(addr);  // the first allocation after addr
+  if (it == g.ranges.begin()) return g.ranges.end();
+  --it;
+  return addr >= it->second.lo && addr < it->second.hi ? it : g.ranges.end();
 }
 
 bool starts_with(const char* s, const char* prefix) {
@@ -103,25 +160,30 @@ void on_allocate(Kokkos::Tools::SpaceHandle space, const char* label, const void
   const auto p = reinterpret_cast<std::uintptr_t>(ptr);
   Range r{(p + kokkos_header + g.page - 1) / g.page * g.page, (p + kokkos_header + size) / g.page * g.page, label};
   if (r.hi <= r.lo) return;
-  std::lock_guard<std::mutex> lock(g.mu);
-  if (g.open_depth == 0) set_access(r, false);
+  set_access(r, false);  // closed until touched in a window (no other thread knows it yet)
+  std::lock_guard<SpinLock> lock(g.mu);
   g.ranges[reinterpret_cast<std::uintptr_t>(ptr)] = std::move(r);
 }
 
 void on_deallocate(Kokkos::Tools::SpaceHandle, const char*, const void* ptr, std::uint64_t) {
   auto& g = guard();
-  std::lock_guard<std::mutex> lock(g.mu);
-  auto it = g.ranges.find(reinterpret_cast<std::uintptr_t>(ptr));
-  if (it == g.ranges.end()) return;
-  set_access(it->second, true);  // before free() writes into the chunk
-  g.ranges.erase(it);
+  std::uintptr_t lo = 0, hi = 0;
+  {
+    std::lock_guard<SpinLock> lock(g.mu);
+    auto it = g.ranges.find(reinterpret_cast<std::uintptr_t>(ptr));
+    if (it == g.ranges.end()) return;
+    lo = it->second.lo;
+    hi = it->second.hi;
+    g.ranges.erase(it);
+  }
+  set_access(lo, hi, true);  // before free() writes into the chunk
 }
 
-void on_begin_kernel(const char*, std::uint32_t, std::uint64_t*) { open_pages(); }
+void on_begin_kernel(const char* name, std::uint32_t, std::uint64_t*) { open_pages(name); }
 void on_end_kernel(std::uint64_t) { close_pages(); }
-void on_begin_copy(Kokkos::Tools::SpaceHandle, const char*, const void*, Kokkos::Tools::SpaceHandle,
-                   const char*, const void*, std::uint64_t) {
-  open_pages();
+void on_begin_copy(Kokkos::Tools::SpaceHandle, const char* dst, const void*, Kokkos::Tools::SpaceHandle,
+                   const char* src, const void*, std::uint64_t) {
+  open_pages(std::string("deep_copy ") + dst + " <- " + src);
 }
 void on_end_copy() { close_pages(); }
 
@@ -132,17 +194,17 @@ void on_push_region(const char* name) {
                      starts_with(name, "KokkosKernels::");
   {
     auto& g = guard();
-    std::lock_guard<std::mutex> lock(g.mu);
+    std::lock_guard<SpinLock> lock(g.mu);
     g.region_opens.push_back(opens);
   }
-  if (opens) open_pages();
+  if (opens) open_pages(name);
 }
 
 void on_pop_region() {
   bool opened = false;
   {
     auto& g = guard();
-    std::lock_guard<std::mutex> lock(g.mu);
+    std::lock_guard<SpinLock> lock(g.mu);
     if (g.region_opens.empty()) return;
     opened = g.region_opens.back();
     g.region_opens.pop_back();
@@ -156,12 +218,34 @@ void on_segv(int sig, siginfo_t* info, void* ctx) {
   const auto addr = reinterpret_cast<std::uintptr_t>(info->si_addr);
   const Range* hit = nullptr;
   std::uintptr_t base = 0;
-  for (const auto& [p, r] : guard().ranges)  // no lock: the program is ending either way
-    if (addr >= r.lo && addr < r.hi) {
-      hit = &r;
-      base = p + kokkos_header;
+  bool in_window = false;
+  std::uintptr_t open_lo = 0, open_hi = 0;  // to open, once the lock is released
+  {
+    auto& g = guard();
+    std::lock_guard<SpinLock> lock(g.mu);
+    auto it = find_range(g, addr);
+    if (it != g.ranges.end()) {
+      if (g.open_depth > 0) {  // a kernel's (or copy's) first touch: open, run it again
+        in_window = true;
+        if (!it->second.open) {
+          it->second.open = true;
+          open_lo = it->second.lo;
+          open_hi = it->second.hi;
+        }
+      } else {
+        hit = &it->second;
+        base = it->first + kokkos_header;
+      }
     }
-  if (hit) {
+  }
+  if (in_window) {
+    // The system call outside the lock: its return may switch threads, and a thread switched
+    // out holding a spin lock stalls every other one. A thread that finds the range being
+    // opened by another faults again until it is.
+    set_access(open_lo, open_hi, true);
+    return;
+  }
+  if (hit) {  // host code outside a window
     char msg[512];
     const int n = std::snprintf(msg, sizeof msg,
                                 "knmf device memory guard: host code accessed device memory '%s' "
