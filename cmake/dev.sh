@@ -6,6 +6,7 @@
 #   cmake/dev.sh build            install deps and build only
 #   cmake/dev.sh cuda-build [90|80]  build everything for CUDA (Kokkos 4.6.01 + nvcc) for sm_90
 #                                 (H100/H200, the default) or sm_80 (A100); compile and link only
+#                                 (KNMF_CUDA_EXTRA_ARCHS=80: the library and driver for sm_80 too)
 #   cmake/dev.sh device-test      build the device-kernels build (OpenMP running the kernels a
 #                                 GPU runs, device memory guarded) in build-device-kernels/, run ctest
 #   cmake/dev.sh sanitize-test    build library, driver and tests with ASan + UBSan (KNMF_SANITIZE, no
@@ -87,18 +88,30 @@ case "$cmd" in
     # knmf's targets get Kokkos' architecture flags from Kokkos::kokkos.
     # KNMF_CUDA_LIBRARY_ONLY=1: the library and the driver only (the kernels for this
     # architecture; the tests' and benchmarks' host code is the same for every architecture)
+    # KNMF_CUDA_EXTRA_ARCHS="80": the library's and the driver's device code also for these
+    # architectures (CMakeLists.txt), e.g. A100's inside an sm_90 build (CI).
     tests=ON
     [[ "${KNMF_CUDA_LIBRARY_ONLY:-0}" == 1 ]] && tests=OFF
+    extra=${KNMF_CUDA_EXTRA_ARCHS:-}
     mkdir -p "$bdir"
     configure_build "$bdir" "$prefix" -DCMAKE_CXX_COMPILER="$prefix/bin/nvcc_wrapper" \
       -DCMAKE_CXX_FLAGS="-arch=sm_$arch" -DKNMF_ENABLE_MPI=ON -DKNMF_ENABLE_PERF=$tests \
-      -DKNMF_ENABLE_TESTS=$tests -DKNMF_WARNINGS_AS_ERRORS=ON 2>&1 | tee "$bdir/cuda-build.log"
+      -DKNMF_ENABLE_TESTS=$tests -DKNMF_WARNINGS_AS_ERRORS=ON \
+      -DKNMF_CUDA_EXTRA_ARCHS="${extra//[ ,]/;}" 2>&1 | tee "$bdir/cuda-build.log"
     # No warning may pass: nvcc's warnings about device code are GPU bugs in waiting.
     if grep -Ei 'warning' "$bdir/cuda-build.log" >&2; then
       echo "cuda-build sm_$arch: the compilers printed warnings (above; full log $bdir/cuda-build.log)" >&2
       exit 1
     fi
-    echo "cuda-build sm_$arch: built with no compiler warnings ($bdir)" ;;
+    # Each extra architecture's code is in the library and the driver: ptxas records its
+    # options ("-arch sm_80 -m 64 -Werror") in every cubin it writes.
+    for a in ${extra//,/ }; do
+      for f in "$bdir/src/libknmf.a" "$bdir/drivers/knmf"; do
+        grep -qa -- "-arch sm_$a -m 64 -Werror" "$f" ||
+          { echo "cuda-build sm_$arch: $f holds no sm_$a code assembled with -Werror" >&2; exit 1; }
+      done
+    done
+    echo "cuda-build sm_$arch${extra:+ (+ sm_${extra//[ ,]/, sm_} library and driver)}: built with no compiler warnings ($bdir)" ;;
   fuzz)
     # The parsers' libFuzzer harnesses (tests/fuzz): a build of their own (no Kokkos), then
     # tests/fuzz/run.sh: each harness for a fixed time on its seed corpus; any finding in
