@@ -107,45 +107,72 @@ print('pandas ok', len(files))
   EXPECT_NE(py.out.find("pandas ok 80"), std::string::npos) << py.out;
 }
 
-/// One run of cNMF's 80 jobs as two workers (worker 0, then worker 1) in the same folder,
-/// shared by the tests that read it: the device-kernels and sanitizer builds take 30-60 s per
-/// run of the 80 jobs, so the drop-in comparison reads this run's files rather than running
-/// the jobs a third time (a plain single-worker run, killed and resumed, is the third test's).
-struct TwoWorkerRun {
-  TempDir tmp{"knmf-workers"};
-  ProcResult worker0, worker1;
+/// One run of cNMF's 80 jobs, shared by the three tests that read it (the device-kernels and
+/// sanitizer builds take 30-100 s per run of the 80 jobs, so the jobs run once, not three
+/// times): two workers in the same folder; worker 0 (`--batch 4`) is killed without warning
+/// once a few replicates are written and resumed with `--skip-completed-runs`, then worker 1
+/// runs. The drop-in comparison reads the files of this killed, resumed and shared run (a
+/// plain uninterrupted run in cNMF mode is tested by the smaller runs below and by the MPI
+/// driver tests' one-process runs).
+struct SharedRun {
+  TempDir tmp{"knmf-cnmf"};
+  std::set<std::string> before_kill;                  // final names when worker 0 was killed
+  std::map<std::string, fs::file_time_type> mtimes;   // of those
+  std::vector<std::string> unreadable;                // of those, any that did not load
+  ProcResult resumed, worker1;
   std::set<std::string> after_worker0, after_both;
 
-  TwoWorkerRun() {
+  SharedRun() {
     copy_run(tmp.path());
     const std::string dir = tmp.path().string();
-    worker0 = run_knmf({"factorize", "--output-dir", dir, "--name", "pbmcA", "--worker-index", "0",
-                        "--total-workers", "2", "--quiet"});
+    const std::vector<std::string> worker0{"factorize", "--output-dir", dir, "--name", "pbmcA",
+                                           "--worker-index", "0", "--total-workers", "2", "--batch", "4"};
+    const pid_t pid = spawn_knmf(worker0, (tmp.path() / "log1.txt").string());
+    // wait until a few replicates are written, then kill without warning
+    for (int i = 0; i < 600 && spectra_files(tmp.path()).size() < 6; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    kill(pid, SIGKILL);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    before_kill = spectra_files(tmp.path());
+    // every file under a final name is complete
+    for (const auto& f : before_kill) {
+      const auto p = tmp.path() / "pbmcA" / "cnmf_tmp" / f;
+      try {
+        io::read_df_npz(p.string());
+      } catch (const std::exception&) {
+        unreadable.push_back(f);
+      }
+      mtimes[f] = fs::last_write_time(p);
+    }
+    auto again = worker0;
+    again.push_back("--skip-completed-runs");
+    resumed = run_knmf(again);
     after_worker0 = spectra_files(tmp.path());
-    if (worker0.status == 0)
+    if (resumed.status == 0)
       worker1 = run_knmf({"factorize", "--output-dir", dir, "--name", "pbmcA", "--worker-index",
                           "1", "--total-workers", "2", "--quiet"});
     after_both = spectra_files(tmp.path());
   }
 };
 
-const TwoWorkerRun& two_worker_run() {
-  static const TwoWorkerRun run;  // its folder is removed at exit
+const SharedRun& shared_run() {
+  static const SharedRun run;  // its folder is removed at exit
   return run;
 }
 
 class CnmfMode : public ::testing::Test {};
 
 TEST_F(CnmfMode, DropInForCnmfFactorizeMatchesCnmfsRun) {
-  const auto& run = two_worker_run();
-  ASSERT_EQ(run.worker0.status, 0) << run.worker0.out;
+  const auto& run = shared_run();
+  ASSERT_EQ(run.resumed.status, 0) << run.resumed.out;
   ASSERT_EQ(run.worker1.status, 0) << run.worker1.out;
   expect_cnmf_spectra(run.tmp.path());
 }
 
 TEST_F(CnmfMode, TwoWorkersWriteExactlyTheEightyFiles) {
-  const auto& run = two_worker_run();
-  ASSERT_EQ(run.worker0.status, 0) << run.worker0.out;
+  const auto& run = shared_run();
+  ASSERT_EQ(run.resumed.status, 0) << run.resumed.out;
   EXPECT_EQ(run.after_worker0.size(), 40u);
   ASSERT_EQ(run.worker1.status, 0) << run.worker1.out;
   EXPECT_EQ(run.after_both.size(), 80u);
@@ -157,42 +184,20 @@ TEST_F(CnmfMode, TwoWorkersWriteExactlyTheEightyFiles) {
 }
 
 TEST_F(CnmfMode, KilledRunResumesWithSkipCompletedRuns) {
-  TempDir tmp("knmf-kill");
-  copy_run(tmp.path());
-  const std::string dir = tmp.path().string();
-  const std::vector<std::string> args{"factorize", "--output-dir", dir, "--name", "pbmcA",
-                                      "--batch", "4"};
-  const pid_t pid = spawn_knmf(args, (tmp.path() / "log1.txt").string());
-  // wait until a few replicates are written, then kill without warning
-  for (int i = 0; i < 600 && spectra_files(tmp.path()).size() < 6; ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  kill(pid, SIGKILL);
-  int st = 0;
-  waitpid(pid, &st, 0);
-  const auto before = spectra_files(tmp.path());
-  ASSERT_GE(before.size(), 6u);
-  ASSERT_LT(before.size(), 80u) << "the run finished before it could be killed";
-  // every file under a final name is complete
-  std::map<std::string, fs::file_time_type> mtimes;
-  for (const auto& f : before) {
-    const auto p = tmp.path() / "pbmcA" / "cnmf_tmp" / f;
-    EXPECT_NO_THROW(io::read_df_npz(p.string())) << f;
-    mtimes[f] = fs::last_write_time(p);
-  }
-  auto resumed = args;
-  resumed.push_back("--skip-completed-runs");
-  const auto r = run_knmf(resumed);
-  ASSERT_EQ(r.status, 0) << r.out;
-  EXPECT_NE(r.out.find(std::to_string(before.size()) + " already complete"), std::string::npos) << r.out;
-  const auto after = spectra_files(tmp.path());
-  EXPECT_EQ(after.size(), 80u);
-  for (const auto& [f, t] : mtimes)
-    EXPECT_EQ(fs::last_write_time(tmp.path() / "pbmcA" / "cnmf_tmp" / f), t) << f << " was redone";
-  // no temporary files left behind by the resumed run
-  for (auto& e : fs::directory_iterator(tmp.path() / "pbmcA" / "cnmf_tmp"))
+  const auto& run = shared_run();
+  ASSERT_GE(run.before_kill.size(), 6u);
+  ASSERT_LT(run.before_kill.size(), 40u) << "worker 0 finished before it could be killed";
+  EXPECT_TRUE(run.unreadable.empty()) << run.unreadable.front() << " is incomplete under its final name";
+  ASSERT_EQ(run.resumed.status, 0) << run.resumed.out;
+  EXPECT_NE(run.resumed.out.find(std::to_string(run.before_kill.size()) + " already complete"),
+            std::string::npos)
+      << run.resumed.out;
+  EXPECT_EQ(run.after_worker0.size(), 40u);
+  for (const auto& [f, t] : run.mtimes)
+    EXPECT_EQ(fs::last_write_time(run.tmp.path() / "pbmcA" / "cnmf_tmp" / f), t) << f << " was redone";
+  // no temporary files left behind by the resumed run (nor by worker 1)
+  for (auto& e : fs::directory_iterator(run.tmp.path() / "pbmcA" / "cnmf_tmp"))
     EXPECT_EQ(e.path().filename().string().find("knmf-tmp"), std::string::npos) << e.path();
-  // and the killed-and-resumed run is cNMF's run, as an uninterrupted one is
-  expect_cnmf_spectra(tmp.path());
 }
 
 TEST(DriverErrors, OneLineMessagesAndNonZeroExit) {
