@@ -5,16 +5,17 @@
 // GPU. In the device-kernels build the guard makes such code fail on the CPU too: it learns
 // every device allocation from Kokkos Tools' allocation events and maps the whole pages inside
 // it PROT_NONE. While a Kokkos kernel, a deep_copy or a Kokkos Kernels call runs (their
-// begin/end events: a "window"), the first touch of a guarded allocation faults and the
-// handler opens that allocation's pages (PROT_READ | PROT_WRITE); when the window ends, the
-// allocations opened in it are closed again. A fault outside a window names the allocation and
+// begin/end events: a "window"), the allocations it touches are open (PROT_READ | PROT_WRITE):
+// those the last window of the same name touched are opened when it begins, and the first
+// touch of any other faults and the handler opens that allocation. When the window ends, every
+// allocation opened in it is closed again. A fault outside a window names the allocation and
 // ends the program.
 //
-// Opening on first touch, not every allocation at every window: a window costs two mprotect
-// calls per allocation it touches (a kernel touches a few) instead of two per live allocation
-// (a batch holds dozens), and closing is what costs (each one flushes the TLB of every thread).
-// The device-kernels suite ran 4x faster for it (.ci/README.md); the check is the same: host
-// code outside a window still finds every guarded page closed.
+// Opening what a window touches, not every allocation at every window: a window costs two
+// mprotect calls per allocation it touches (a kernel touches a few) instead of two per live
+// allocation (a batch holds dozens), and closing is what costs (each one flushes the TLB of
+// every thread): test_solver_accel alone 62 -> 17 s (.ci/README.md). The check is the same:
+// host code outside a window still finds every guarded page closed.
 //
 // What it catches: any host-code read or write of a device allocation's interior pages outside
 // those windows. What it cannot see: bytes of an allocation's first and last partial page
@@ -55,7 +56,7 @@ constexpr std::uintptr_t kokkos_header = sizeof(Kokkos::Impl::SharedAllocationHe
 struct Range {
   std::uintptr_t lo = 0, hi = 0;  // whole pages inside the allocation's data
   std::string label;
-  bool open = false;  // opened by a fault in the current window
+  bool open = false;  // opened in the current window (up front or by a fault)
 };
 
 // The fault handler takes this lock too (on a kernel's worker threads), so it is a spin lock,
