@@ -168,9 +168,9 @@ void wt_times_x(const ExecSpace& space, const CsrMatrix<T>& X, const Matrix<T>& 
 template <class T>
 void x_times_ht(const ExecSpace& space, const StreamedMatrix<T>& X, const Matrix<T>& H,
                 const Matrix<T>& P) {
-  const size_type rk = P.extent(0);
   X.for_each_block(space, false, [&](const StreamBlock<T>& b) {
-    Matrix<T> Pb(&P(0, b.r0), rk, b.rows());
+    // a subview, not &P(0, r0): a View's operator() is host code, P lives on the device
+    const Matrix<T> Pb(Kokkos::subview(P, Kokkos::ALL, std::make_pair(b.r0, b.r1)));
     if (!X.sparse())
       KokkosBlas::gemm(space, "N", "N", T(1), H, b.xt, T(0), Pb);
     else
@@ -182,11 +182,10 @@ void x_times_ht(const ExecSpace& space, const StreamedMatrix<T>& X, const Matrix
 template <class T>
 void wt_times_x(const ExecSpace& space, const StreamedMatrix<T>& X, const Matrix<T>& W,
                 const Matrix<T>& Q) {
-  const size_type rk = W.extent(0);
   bool first = true;
   X.for_each_block(space, X.sparse(), [&](const StreamBlock<T>& b) {
     if (!X.sparse()) {
-      Matrix<T> Wb(&W(0, b.r0), rk, b.rows());
+      const Matrix<T> Wb(Kokkos::subview(W, Kokkos::ALL, std::make_pair(b.r0, b.r1)));
       KokkosBlas::gemm(space, "N", "T", T(1), Wb, b.xt, first ? T(0) : T(1), Q);
     } else {
       // CSC of the block: rows of X^T are genes, entries are global cell indices into W.
