@@ -209,16 +209,22 @@ TEST_F(ResultsKill, RandomKillsNeverCorruptTheFile) {
     const fs::path path = *dir_ / ("random-" + std::to_string(rounds) + ".h5");
     ProgressFile progress(*dir_ / ("random-" + std::to_string(rounds) + ".progress"));
     std::int64_t last = 0;
+    bool killed_with_file = false;  // a session was killed after the file existed
     for (int session = 0; session < 200; ++session) {
       progress.reset();
       const pid_t pid = spawn_helper(run_args(path, &progress, big));
-      // A session's life is counted from the moment its main() starts (phase "opening"), not
-      // from the spawn: on a loaded machine the process start-up alone (dynamic loading of
-      // Kokkos and HDF5) can outlast 0.12 of a run, and every kill then landed before main()
-      // (seen: 4,800 kills in 24 rounds, none past "opening/creating", no round resumed).
+      // A session's life is counted from a point of its own progress, not from the spawn:
+      // on a loaded machine the process start-up (dynamic loading of Kokkos and HDF5) and the
+      // file's creation (HDF5 create, fsync behind other tests' writes) can each outlast 0.12
+      // of a run, and every kill then landed before the file existed (seen: 4,800 kills in 24
+      // rounds, none past "opening/creating", no round resumed; then, counting from main(),
+      // 2,746 of 2,800 kills in "opening/creating"). One session in four counts from main()
+      // (phase "opening": kills while the file is created or reopened), the others from the
+      // first replicate's computation (the file is open at its final name).
+      const int from_phase = session % 4 == 0 ? 1 : 3;
       bool exited = false;
       int status = 0;
-      for (int i = 0; i < 30000 && progress.phase() == 0; ++i) {
+      for (int i = 0; i < 60000 && progress.phase() < from_phase; ++i) {
         if (::waitpid(pid, &status, WNOHANG) == pid) {
           exited = true;
           break;
@@ -251,12 +257,17 @@ TEST_F(ResultsKill, RandomKillsNeverCorruptTheFile) {
         EXPECT_GE(done, last) << "replicates completed before were lost";
       }
       last = std::max<std::int64_t>(last, done);
+      killed_with_file = killed_with_file || done >= 0;
       std::fprintf(stderr, "round %d, kill %2d during %-26s: %2lld of %lld replicates committed\n",
                    rounds, kills, phase_name(phase), static_cast<long long>(std::max<std::int64_t>(done, 0)),
                    static_cast<long long>(replicates));
     }
     resume_and_compare(path, reference, big);
-    EXPECT_GE(ResultsReader::open(path).sessions().size(), 2u);
+    // the killed session's and the resumed one's (a round whose first session to get past the
+    // file's creation finished the whole run has one)
+    if (killed_with_file) {
+      EXPECT_GE(ResultsReader::open(path).sessions().size(), 2u);
+    }
   }
   std::fprintf(stderr, "%d kills in %d runs (%d inside a commit), %d reads of a live writer's file; by phase:\n",
                kills, rounds, kills_in_commit, live_checks);
