@@ -15,21 +15,21 @@ import pathlib
 import re
 import sys
 
-# (file, the expression as written, why it is allowed)
-ALLOWED = [
-    ("src/solver/detail/kernels.hpp", "&partial(",
-     "inside a KOKKOS_LAMBDA (knmf::gram::chunks): device code"),
-    ("src/solver/detail/kernels.hpp", "&G(",
-     "the host-tuned branch (if constexpr (host_tuned_kernels)): a host backend only"),
-    ("src/matrix/streamed_matrix.cpp", "&row_map_(",
-     "row_map_ is a pinned host View (PinnedHostSpace)"),
-    ("src/matrix/streamed_matrix.cpp", "&csc_map_(",
-     "csc_map_ is a host View (host_view)"),
-    ("src/prepare/cnmf_prepare.cpp", "&tpm->source(",
-     "a member function returning a reference, not a View"),
-    ("src/io/hdf5.cpp", "&latched(",
-     "a function returning a pointer, not a View"),
-]
+# (file, the expression as written): why it is allowed
+ALLOWED = {
+    ("src/solver/detail/kernels.hpp", "&partial("):
+        "inside a KOKKOS_LAMBDA (knmf::gram::chunks): device code",
+    ("src/solver/detail/kernels.hpp", "&G("):
+        "the host-tuned branch (if constexpr (host_tuned_kernels)): a host backend only",
+    ("src/matrix/streamed_matrix.cpp", "&row_map_("):
+        "row_map_ is a pinned host View (PinnedHostSpace)",
+    ("src/matrix/streamed_matrix.cpp", "&csc_map_("):
+        "csc_map_ is a host View (host_view)",
+    ("src/prepare/cnmf_prepare.cpp", "&tpm->source("):
+        "a member function returning a reference, not a View",
+    ("src/io/hdf5.cpp", "&latched("):
+        "a function returning a pointer, not a View",
+}
 
 # `&` (not `&&`, not a reference declaration) right after `(`, `,`, `=`, `?`, `:` or `return`,
 # then a name (with `.`/`->` members), then a call: `&P(0, r0)`, `&w.x(i)`, `&a->b(i)`.
@@ -77,14 +77,13 @@ def main():
         for m in ADDRESS_OF_CALL.finditer(text):
             expr = re.sub(r"\s+", "", m.group(1))
             line = text.count("\n", 0, m.start(1)) + 1
-            hit = [a for a in ALLOWED if a[0] == rel and a[1] == expr]
-            if hit:
-                found.add((hit[0][0], hit[0][1]))
+            if (rel, expr) in ALLOWED:
+                found.add((rel, expr))
             else:
                 bad.append(f"{rel}:{line}: {expr}...) takes the address of a View element (or of a "
                            f"call's result) in code not known to be device code or a host View")
     stale = [f"{f}: '{e}' is listed as allowed but no longer found ({why})"
-             for f, e, why in ALLOWED if (f, e) not in found]
+             for (f, e), why in ALLOWED.items() if (f, e) not in found]
     for msg in bad + stale:
         print("check_view_address: " + msg, file=sys.stderr)
     if bad:
