@@ -56,8 +56,17 @@ case "$cmd" in
   device-test)
     prefix=$(cmake/bootstrap.sh | tail -n1)
     bdir=${KNMF_BUILD_DIR:-build-device-kernels}
+    # The same compiler flags as the default build (`test`): every file that does not include
+    # knmf/kernel_config.hpp compiles to the same object, which ccache then shares between the
+    # two builds (.ci/README.md). So no -Werror here; a compiler warning fails the step instead,
+    # found in the build's output (ccache replays a cached compile's warnings).
+    mkdir -p "$bdir"
     configure_build "$bdir" "$prefix" -DKNMF_ENABLE_MPI=ON -DKNMF_DEVICE_KERNELS_ON_HOST=ON \
-      -DKNMF_WARNINGS_AS_ERRORS=ON -DKNMF_ENABLE_PERF=ON
+      -DKNMF_ENABLE_PERF=ON 2>&1 | tee "$bdir/device-build.log"
+    if grep -Ei 'warning' "$bdir/device-build.log" >&2; then
+      echo "device-test: the compiler printed warnings (above; full log $bdir/device-build.log)" >&2
+      exit 1
+    fi
     export OMP_PROC_BIND=${OMP_PROC_BIND:-spread} OMP_PLACES=${OMP_PLACES:-threads}
     "$bdir/drivers/knmf" --version | grep -q "KNMF_DEVICE_KERNELS_ON_HOST" ||
       { echo "device-test: $bdir is not a device-kernels build" >&2; exit 1; }

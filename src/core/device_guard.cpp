@@ -23,6 +23,7 @@
 // touch device memory (on this backend they are the same kernels as the device's).
 
 #include "knmf/core/host_access.hpp"
+#include "knmf/core/kernel_set.hpp"
 
 #include <Kokkos_Core.hpp>
 

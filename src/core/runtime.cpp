@@ -10,6 +10,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "knmf/core/kernel_set.hpp"
 #include "knmf/core/types.hpp"
 #include "knmf/version.hpp"
 

@@ -5,6 +5,7 @@
 #include <Kokkos_Core.hpp>
 
 #include "knmf/core/host_access.hpp"
+#include "knmf/core/kernel_set.hpp"
 #include "knmf/core/types.hpp"
 
 namespace {

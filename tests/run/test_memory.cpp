@@ -10,6 +10,7 @@
 
 #include "knmf/core/checked.hpp"
 #include "knmf/core/error.hpp"
+#include "knmf/core/kernel_set.hpp"
 #include "knmf/core/types.hpp"
 #include "knmf/run/memory.hpp"
 

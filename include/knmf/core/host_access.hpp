@@ -14,7 +14,7 @@
 
 #include <Kokkos_Core.hpp>
 
-#include "knmf/config.hpp"
+#include "knmf/core/kernel_set.hpp"
 
 namespace knmf {
 

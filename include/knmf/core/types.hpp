@@ -33,10 +33,5 @@ using HostVector = Kokkos::View<T*, Kokkos::LayoutLeft, Kokkos::HostSpace>;
 
 /// True when the execution space runs on the host (OpenMP, Serial).
 inline constexpr bool host_backend = std::is_same_v<MemSpace, Kokkos::HostSpace>;
-/// The one switch between the solver's two kernel sets: true runs the host-tuned kernels
-/// (src/solver/host_kernels.cpp: vectorized loops, double GEMMs formed transposed, one thread
-/// per team); false runs the portable kernels, which are what a CUDA build runs. A host build
-/// takes the host-tuned set unless it is configured with KNMF_DEVICE_KERNELS_ON_HOST=ON.
-inline constexpr bool host_tuned_kernels = host_backend && !KNMF_DEVICE_KERNELS_ON_HOST;
 
 }  // namespace knmf

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "knmf/core/host_access.hpp"
+#include "knmf/core/kernel_set.hpp"
 #include "knmf/core/types.hpp"
 #include "knmf/matrix/csr_matrix.hpp"
 #include "knmf/matrix/dense_matrix.hpp"

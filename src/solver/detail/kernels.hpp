@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "knmf/core/host_access.hpp"
+#include "knmf/core/kernel_set.hpp"
 #include "knmf/core/compat.hpp"
 #include "knmf/core/error.hpp"
 #include "knmf/core/types.hpp"

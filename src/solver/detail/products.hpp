@@ -8,6 +8,7 @@
 /// so every product is reproducible and a slot's rows never depend on the other slots).
 
 #include "knmf/core/compat.hpp"
+#include "knmf/core/kernel_set.hpp"
 #include "knmf/matrix/csr_matrix.hpp"
 #include "knmf/matrix/dense_matrix.hpp"
 #include "knmf/matrix/streamed_matrix.hpp"
