@@ -182,10 +182,7 @@ TEST(Cli, UnwritablePlotStopsKSelectionBeforeAnyOutput) {
   make_pbmc_run(tmp.path(), false);
   const fs::path results = tmp.path() / "run.h5";
   make_pbmc_results(results, tmp.path(), {6});
-  const auto bytes = [&] {
-    std::ifstream in(results, std::ios::binary);
-    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  };
+  const auto bytes = [&] { return read_bytes(results); };
   const std::string kept = bytes();
   const auto before = list_files(tmp.path());
   const std::string dir = tmp.path().string();
@@ -244,10 +241,7 @@ TEST(Cli, NativeModeWritesIntoTheResultsFile) {
     EXPECT_EQ(reader.consensus(6, 0.5).spectra, io::read_df_npz(p.consensus_spectra(6, 0.5)).data);
   }
   // --read-only-results: the results file stays as it is
-  const auto bytes = [&] {
-    std::ifstream in(results, std::ios::binary);
-    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  };
+  const auto bytes = [&] { return read_bytes(results); };
   const std::string kept = bytes();
   EXPECT_EQ(cli::run({"knmf", "k-selection", "--results", r, "-k", "6", "--read-only-results", "--output-dir",
                       out, "--name", "n"}),

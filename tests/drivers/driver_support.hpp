@@ -14,6 +14,8 @@
 #include <thread>
 #include <vector>
 
+#include "test_support.hpp"
+
 namespace knmf::test {
 
 struct ProcResult {
@@ -33,7 +35,7 @@ inline std::string shell_quote(const std::string& s) {
 inline ProcResult run_knmf(const std::vector<std::string>& args, const std::string& env = "",
                            const std::string& cwd = "") {
   std::string cmd = cwd.empty() ? "" : "cd " + shell_quote(cwd) + " && ";
-  cmd += "OMP_PROC_BIND=spread OMP_PLACES=threads " + env + " " + shell_quote(KNMF_DRIVER_PATH);
+  cmd += "OMP_PROC_BIND=spread OMP_PLACES=threads " + env + " " + shell_quote(knmf::test::driver_path());
   for (const auto& a : args) cmd += " " + shell_quote(a);
   cmd += " 2>&1";
   ProcResult r;
@@ -54,10 +56,10 @@ inline pid_t spawn_knmf(const std::vector<std::string>& args, const std::string&
     setenv("OMP_PLACES", "threads", 1);
     std::freopen(log.c_str(), "w", stdout);
     std::freopen(log.c_str(), "a", stderr);
-    std::vector<char*> argv{const_cast<char*>(KNMF_DRIVER_PATH)};
+    std::vector<char*> argv{const_cast<char*>(knmf::test::driver_path())};
     for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
     argv.push_back(nullptr);
-    execv(KNMF_DRIVER_PATH, argv.data());
+    execv(knmf::test::driver_path(), argv.data());
     _exit(127);
   }
   return pid;

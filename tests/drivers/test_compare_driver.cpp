@@ -17,6 +17,7 @@ namespace {
 
 using knmf::test::FakeRun;
 using knmf::test::lines;
+using knmf::test::read_bytes;
 using knmf::test::run_knmf;
 using knmf::test::TempDir;
 
@@ -157,10 +158,7 @@ TEST(CompareDriver, SideWithoutJobsIsNamedPlainly) {
   }
 }
 
-std::string file_bytes(const std::filesystem::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
+std::string file_bytes(const std::filesystem::path& p) { return read_bytes(p); }
 
 // --json naming one of the compared files (by another path too) is refused before anything is
 // written: the results file stays as it was.

@@ -388,10 +388,7 @@ TEST(NativePlan, OutputThatIsTheInputIsRefused) {
     return names;
   };
   const auto before = listing();
-  const std::string bytes = [&] {
-    std::ifstream f(in, std::ios::binary);
-    return std::string(std::istreambuf_iterator<char>(f), {});
-  }();
+  const std::string bytes = read_bytes(in);
   for (const auto& out : {(tmp.path() / "." / "tiny.h5ad").string(), (tmp.path() / "soft.h5").string(),
                           (tmp.path() / "hard.h5").string()}) {
     const auto r = run_knmf({"factorize", in, "-k", "3", "--n-iter", "2", "-o", out});
@@ -400,8 +397,7 @@ TEST(NativePlan, OutputThatIsTheInputIsRefused) {
                                                      "': output is the input file '" + in + "'"});
   }
   EXPECT_EQ(listing(), before);
-  std::ifstream f(in, std::ios::binary);
-  EXPECT_TRUE(std::string(std::istreambuf_iterator<char>(f), {}) == bytes) << "the input changed";
+  EXPECT_TRUE(read_bytes(in) == bytes) << "the input changed";
 }
 
 TEST(NativePlan, BadDtypeOrFormatIsOneLine) {

@@ -36,7 +36,7 @@ ProcResult run_with_budget(const std::vector<std::string>& args, long long budge
   const char* asan = std::getenv("ASAN_OPTIONS");
   std::string env = "ASAN_OPTIONS=" + shell_quote(std::string(asan ? asan : "") +
                                                   (asan && *asan ? ":" : "") + "verify_asan_link_order=0") +
-                    " LD_PRELOAD=" + shell_quote(KNMF_ENOSPC_SHIM);
+                    " LD_PRELOAD=" + shell_quote(knmf::test::enospc_shim_path());
   if (budget >= 0) env += " KNMF_TEST_WRITE_BUDGET=" + std::to_string(budget);
   if (!count.empty()) env += " KNMF_TEST_WRITE_COUNT=" + shell_quote(count.string());
   if (!only.empty()) env += " KNMF_TEST_WRITE_ONLY=" + shell_quote(only);

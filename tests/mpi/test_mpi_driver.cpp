@@ -20,7 +20,7 @@ namespace fs = std::filesystem;
 int np() { return std::atoi(std::getenv("KNMF_TEST_NP") ? std::getenv("KNMF_TEST_NP") : "2"); }
 
 std::vector<std::string> mpi(std::vector<std::string> knmf_args) {
-  std::vector<std::string> a{MPIEXEC, "-n", std::to_string(np()), "--oversubscribe", KNMF_DRIVER_PATH};
+  std::vector<std::string> a{MPIEXEC, "-n", std::to_string(np()), "--oversubscribe", knmf::test::driver_path()};
   a.insert(a.end(), knmf_args.begin(), knmf_args.end());
   return a;
 }
@@ -355,7 +355,7 @@ TEST_F(MpiDriver, NonFiniteReplicatesFailTheRunOnEveryRank) {
   const fs::path in = tmp / "in.h5ad", out = tmp / "r.h5";
   write_small_counts<double>(in, 40, 8, {}, 1e154);
   const auto r = run({MPIEXEC, "-n", std::to_string(np()), "--oversubscribe", "sh", "-c",
-                      "\"$0\" \"$@\"; echo \"rank exit status $?\"", KNMF_DRIVER_PATH, "factorize",
+                      "\"$0\" \"$@\"; echo \"rank exit status $?\"", knmf::test::driver_path(), "factorize",
                       in.string(), "-k", "2", "3", "--n-iter", "3", "--max-iter", "30", "-o",
                       out.string(), "--quiet"});
   std::size_t ones = 0;
@@ -380,7 +380,7 @@ TEST_F(MpiDriver, BadXIsReportedOnceAsWithoutMpi) {
   const fs::path in = tmp / "in.h5ad", out = tmp / "r.h5";
   fs::copy_file(data_dir() / "h5ad" / "bad_nan_value.h5ad", in);
   const auto r = run({MPIEXEC, "-n", std::to_string(np()), "--oversubscribe", "sh", "-c",
-                      "\"$0\" \"$@\"; echo \"rank exit status $?\"", KNMF_DRIVER_PATH, "factorize",
+                      "\"$0\" \"$@\"; echo \"rank exit status $?\"", knmf::test::driver_path(), "factorize",
                       in.string(), "-k", "2", "--n-iter", "2", "-o", out.string(), "--quiet"});
   std::vector<std::string> errors;
   std::size_t ones = 0;

@@ -37,6 +37,7 @@ extern char** environ;
 
 namespace fs = std::filesystem;
 using knmf::io::ResultsReader;
+using knmf::test::read_bytes;
 using knmf::test::TempDir;
 
 namespace {
@@ -430,10 +431,7 @@ TEST_F(ResultsKill, RandomKillsDuringAConsensusUpdate) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<double> lifetime(0.0, 1.2 * seconds);
   ProgressFile progress(*dir_ / "update.progress");
-  auto bytes_of = [](const fs::path& p) {
-    std::ifstream in(p, std::ios::binary);
-    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  };
+  auto bytes_of = [](const fs::path& p) { return read_bytes(p); };
   std::string current = bytes_of(path);  // the file as the last finished update left it
   int version = 1, kills = 0, kept_old = 0, got_new = 0, finished = 0, before_rename = 0;
   std::map<std::string, int> by_phase;
@@ -498,8 +496,7 @@ TEST_F(ResultsKill, KillAtEachUpdateStep) {
   const fs::path base = *dir_ / "update-base.h5";
   ASSERT_EQ(run_helper(run_args(base, nullptr)), 0);
   ASSERT_EQ(run_helper(update_args(base, 1, nullptr)), 0);
-  std::ifstream in(base, std::ios::binary);
-  const std::string before((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string before = read_bytes(base);
   for (const auto& [step, want] : {std::pair{"copied:1", 1}, std::pair{"renamed:1", 2}}) {
     SCOPED_TRACE(step);
     const fs::path path = *dir_ / (std::string("update-step-") + std::string(step).substr(0, 6) + ".h5");
@@ -507,9 +504,7 @@ TEST_F(ResultsKill, KillAtEachUpdateStep) {
     EXPECT_EQ(run_helper(update_args(path, 2, nullptr, {"--die-at", step})), 128 + SIGKILL);
     EXPECT_EQ(update_state(path, 1, 2, step), want);
     if (want == 1) {
-      std::ifstream f(path, std::ios::binary);
-      const std::string after((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-      EXPECT_TRUE(after == before) << "killed before the rename, the file must be byte for byte the old one";
+      EXPECT_TRUE(read_bytes(path) == before) << "killed before the rename, the file must be byte for byte the old one";
     }
     std::fprintf(stderr, "update killed at %-9s: the file holds update %d\n", step, want);
     ASSERT_EQ(run_helper(update_args(path, 3, nullptr)), 0);

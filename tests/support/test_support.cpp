@@ -9,6 +9,7 @@
 #include <cstring>
 #include <fstream>
 #include <random>
+#include <stdexcept>
 
 namespace knmf::test {
 
@@ -20,6 +21,31 @@ std::filesystem::path data_dir() {
 }
 
 std::filesystem::path binary_dir() { return KNMF_BINARY_DIR; }
+
+// (defined by tests/CMakeLists.txt and tests/drivers/CMakeLists.txt where the targets exist)
+#ifndef KNMF_DRIVER_FILE
+#define KNMF_DRIVER_FILE ""
+#endif
+#ifndef KNMF_ENOSPC_SHIM_FILE
+#define KNMF_ENOSPC_SHIM_FILE ""
+#endif
+const char* driver_path() {
+  if (!*KNMF_DRIVER_FILE) throw std::logic_error("this build has no driver (knmf) for the tests to run");
+  return KNMF_DRIVER_FILE;
+}
+std::string read_bytes(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in) throw std::runtime_error(path.string() + ": cannot open for reading");
+  std::string bytes(static_cast<std::size_t>(in.tellg()), '\0');
+  in.seekg(0);
+  if (!in.read(bytes.data(), static_cast<std::streamsize>(bytes.size())))
+    throw std::runtime_error(path.string() + ": cannot read");
+  return bytes;
+}
+const char* enospc_shim_path() {
+  if (!*KNMF_ENOSPC_SHIM_FILE) throw std::logic_error("this build has no full-disk shim for the tests");
+  return KNMF_ENOSPC_SHIM_FILE;
+}
 
 std::filesystem::path real_dir() { return data_dir() / "real"; }
 std::filesystem::path pbmc_prepare_dir() { return real_dir() / "cnmf-pbmc-donor-a" / "prepare" / "pbmcA"; }

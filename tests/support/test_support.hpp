@@ -21,6 +21,14 @@ std::filesystem::path data_dir();
 
 /// The build tree the suite was configured in (its drivers/knmf, tests/derived).
 std::filesystem::path binary_dir();
+/// The driver (knmf) and the full-disk shim the driver tests run. Their absolute paths are
+/// compiled into this file only, not into each test's flags: there they would make every clone's
+/// and every build tree's compile of those tests a ccache miss (.ci/README.md).
+const char* driver_path();
+const char* enospc_shim_path();
+/// A file's bytes, read in one call (a byte-by-byte stream iterator is slow under ASan on the
+/// 25 MB results files the kill tests compare); throws when the file cannot be read.
+std::string read_bytes(const std::filesystem::path& path);
 /// tests/data/real: the real matrices and cNMF's reference run on pbmc-donor-a, laid out as
 /// in ../shared/data (see tests/data/real/README.md for provenance and licences).
 std::filesystem::path real_dir();
