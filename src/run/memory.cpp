@@ -44,10 +44,35 @@ std::int64_t used_device_bytes() {
   return std::int64_t(resident) * sysconf(_SC_PAGESIZE);
 }
 
+AllocationRules gpu_allocation_rules(std::int64_t device_total) {
+  AllocationRules r;
+  r.granule = std::int64_t(2) << 20;
+  r.slack = std::max<std::int64_t>(std::int64_t(256) << 20, device_total / 50);
+  return r;
+}
+
+AllocationRules allocation_rules() {
+#ifdef KOKKOS_ENABLE_CUDA
+  if constexpr (std::is_same_v<ExecSpace, Kokkos::Cuda>) {
+    size_t free_b = 0, total_b = 0;
+    if (cudaMemGetInfo(&free_b, &total_b) == cudaSuccess)
+      return gpu_allocation_rules(std::int64_t(total_b));
+    return gpu_allocation_rules(0);
+  }
+#endif
+  return AllocationRules{};
+}
+
+std::int64_t unplanned_bytes(const AllocationRules& r) {
+  return checked_add({r.slack, checked_mul({kPlannedViews, r.granule - 1}, "the memory plan")},
+                     "the memory plan");
+}
+
 namespace {
-/// Room left for what the solver's buffers do not count: Kokkos' own allocations, the slot
-/// flags (16 bytes a slot), host mirrors where they are separate.
-constexpr std::int64_t kSlack = std::int64_t(8) << 20;
+std::int64_t unplanned() {
+  static const std::int64_t b = unplanned_bytes(allocation_rules());
+  return b;
+}
 }  // namespace
 
 std::int64_t bytes_per_replicate(std::int64_t n, std::int64_t g, int k, int s, bool refit,
@@ -57,7 +82,7 @@ std::int64_t bytes_per_replicate(std::int64_t n, std::int64_t g, int k, int s, b
 
 std::int64_t batch_fixed_bytes(std::int64_t n, std::int64_t g, int k, int s, bool refit,
                                double beta_loss, std::int64_t sparse_nnz) {
-  return solver_bytes(n, g, k, s, refit, beta_loss, sparse_nnz).per_batch + kSlack;
+  return solver_bytes(n, g, k, s, refit, beta_loss, sparse_nnz).per_batch + unplanned();
 }
 
 BatchPlan plan_batch(std::int64_t n, std::int64_t g, int k, int s, std::int64_t bytes_x,
@@ -72,7 +97,7 @@ BatchPlan plan_batch(std::int64_t n, std::int64_t g, int k, int s, std::int64_t 
   p.budget = budget;
   const auto solver = solver_bytes(n, g, k, s, refit, beta_loss, sparse_nnz, mu_repeats);
   p.bytes_per_slot = solver.per_slot;
-  p.bytes_fixed = solver.per_batch + kSlack;
+  p.bytes_fixed = solver.per_batch + unplanned();
   const std::int64_t room = budget - bytes_x - p.bytes_fixed;
   if (requested_R > 0) {
     p.R = requested_R;

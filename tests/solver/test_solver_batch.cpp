@@ -10,12 +10,14 @@
 #include "knmf/core/types.hpp"
 #include "knmf/run/memory.hpp"
 #include "knmf/solver/nmf.hpp"
+#include "live_device_bytes.hpp"
 #include "solver/engine.hpp"
 
 namespace {
 using namespace knmf;
 using detail::RunMode;
 using detail::SlotBatch;
+using test::LiveDeviceBytes;
 
 template <class T>
 void check_bytes(size_type n, size_type g, int k, int R, RunMode mode) {
@@ -23,23 +25,30 @@ void check_bytes(size_type n, size_type g, int k, int R, RunMode mode) {
                                   << ", " << sizeof(T) << "-byte values, "
                                   << (mode == RunMode::refit ? "refit" : "factorize"));
   const auto want = detail::slot_batch_bytes(n, g, k, int(sizeof(T)), mode);
+  LiveDeviceBytes live;
   SlotBatch<T> b(ExecSpace(), n, g, k, mode);
   b.allocate(R);
   const std::int64_t views_per_slot = want.factors + want.grams + want.flags;
   EXPECT_EQ(b.allocated_bytes(), R * views_per_slot);
   b.download(b.H, 0, g, true);  // allocates the result stage
   EXPECT_EQ(b.allocated_bytes(), R * views_per_slot + want.stage);
+  live.expect_holds(b.allocated_bytes());  // the allocation events see what the batch says
   if (R > 1) {
+    // a compaction never holds more than the batch it repacks: the plan's R bounds the peak
+    live.restart_peak();
+    const std::int64_t before = live.bytes;
     b.compact({0, R - 1});
     EXPECT_EQ(b.allocated_bytes(), 2 * views_per_slot + want.stage);
+    EXPECT_LE(live.peak, before) << "compaction peak " << live.peak << " bytes";
   }
+  EXPECT_LE(live.peak_views, kPlannedViews);
   // what the memory model reads
   const auto s = solver_bytes(n, g, k, int(sizeof(T)), mode == RunMode::refit);
   EXPECT_EQ(s.per_slot, want.factors + want.grams + want.scratch);
   EXPECT_EQ(s.per_batch, want.stage);
   EXPECT_EQ(bytes_per_replicate(n, g, k, int(sizeof(T)), mode == RunMode::refit), s.per_slot);
   EXPECT_EQ(batch_fixed_bytes(n, g, k, int(sizeof(T)), mode == RunMode::refit),
-            s.per_batch + (std::int64_t(8) << 20));
+            s.per_batch + unplanned_bytes(allocation_rules()));
 }
 
 TEST(SlotBatch, ReportedBytesAreAllocatedBytes) {
@@ -63,20 +72,27 @@ void check_beta_bytes(size_type n, size_type g, int k, int R, RunMode mode, std:
   const auto want = detail::slot_batch_bytes(n, g, k, int(sizeof(T)), mode, 1.0, shape);
   EXPECT_EQ(want.factors, plain.factors + 2 * k * std::int64_t(sizeof(T)));
   EXPECT_GT(want.beta, 0);
+  LiveDeviceBytes live;
   SlotBatch<T> b(ExecSpace(), n, g, k, mode);
   b.allocate(R);
   b.allocate_beta(shape);
   const std::int64_t views_per_slot = want.factors + want.grams + want.flags;
   EXPECT_EQ(b.allocated_bytes(), R * views_per_slot + want.beta);
+  b.download(b.H, 0, g, true);  // the result stage: every View a batch holds
+  live.expect_holds(b.allocated_bytes());
   if (R > 1) {
+    live.restart_peak();
+    const std::int64_t before = live.bytes;
     b.compact({0, R - 1});
-    EXPECT_EQ(b.allocated_bytes(), 2 * views_per_slot + want.beta);
+    EXPECT_EQ(b.allocated_bytes(), 2 * views_per_slot + want.beta + want.stage);
+    EXPECT_LE(live.peak, before) << "compaction peak " << live.peak << " bytes";
   }
+  EXPECT_LE(live.peak_views, kPlannedViews);
   const auto s = solver_bytes(n, g, k, int(sizeof(T)), mode == RunMode::refit, 1.0, nnz);
   EXPECT_EQ(s.per_slot, want.factors + want.grams + want.scratch);
   EXPECT_EQ(s.per_batch, want.stage + want.beta);
   EXPECT_EQ(batch_fixed_bytes(n, g, k, int(sizeof(T)), mode == RunMode::refit, 1.0, nnz),
-            s.per_batch + (std::int64_t(8) << 20));
+            s.per_batch + unplanned_bytes(allocation_rules()));
   // W H in row blocks: never n x g (here the budget caps the rows of a block)
   EXPECT_LE(shape.block_rows * 2 * g * std::int64_t(sizeof(T)),
             std::max<std::int64_t>(detail::beta_scratch_budget, 2 * g * std::int64_t(sizeof(T))));
@@ -90,6 +106,41 @@ TEST(SlotBatch, BetaRuleBytesAreAllocatedBytes) {
     check_beta_bytes<double>(1, 1, 1, 1, mode, 1);
   }
   EXPECT_EQ(detail::beta_block_rows(20000, 3000, 8), (std::int64_t(64) << 20) / (2 * 3000 * 8));
+}
+
+/// A refit of n k >> g k compacted from 4 slots to 3: packing W, H and P before releasing any
+/// held (4 + 3)(2nk + gk), more than the 4 (3nk + 3gk) the plan gives the batch.
+TEST(SlotBatch, RefitCompactionStaysInsideThePlan) {
+  const size_type n = 20000, g = 50;
+  const int k = 6, R = 4;
+  const auto want = detail::slot_batch_bytes(n, g, k, 8, RunMode::refit);
+  LiveDeviceBytes live;
+  SlotBatch<double> b(ExecSpace(), n, g, k, RunMode::refit);
+  b.allocate(R);
+  live.restart_peak();
+  b.compact({0, 1, 3});
+  EXPECT_LE(live.peak, R * (want.factors + want.grams + want.flags));
+  // the plan: bytes_per_replicate, the slot flags in its slack
+  EXPECT_LE(live.peak,
+            R * (bytes_per_replicate(std::int64_t(n), std::int64_t(g), k, 8, true) + want.flags));
+}
+
+/// What a GPU allocates beyond the buffers (the plan's bytes_fixed): 2 MiB granules and a
+/// slack of max(256 MiB, 2% of the device).
+TEST(MemoryPlan, GpuAllocationRules) {
+  constexpr std::int64_t MiB = std::int64_t(1) << 20, GiB = MiB << 10;
+  const auto h200 = gpu_allocation_rules(141 * GiB);
+  EXPECT_EQ(h200.granule, 2 * MiB);
+  EXPECT_EQ(h200.slack, 141 * GiB / 50);  // 2%: 2.8 GiB
+  EXPECT_EQ(gpu_allocation_rules(8 * GiB).slack, 256 * MiB);
+  EXPECT_EQ(unplanned_bytes(h200), h200.slack + kPlannedViews * (2 * MiB - 1));
+  const AllocationRules host{};
+  EXPECT_EQ(unplanned_bytes(host), 8 * MiB);  // no rounding on a host backend
+  if (!std::is_same_v<ExecSpace, Kokkos::DefaultHostExecutionSpace>) {
+    EXPECT_GE(allocation_rules().slack, 256 * MiB);
+  } else {
+    EXPECT_EQ(unplanned_bytes(allocation_rules()), 8 * MiB);
+  }
 }
 
 TEST(SlotBatch, ProductScratchOnlyForTransposedHostProducts) {

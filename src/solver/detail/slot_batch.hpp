@@ -127,6 +127,11 @@ struct SlotBatch {
   /// Repack the slots `keep` (in order) into a batch of keep.size() slots: W and H (and a
   /// refit's P = X H^T, computed once per fill) keep their values, the scratch buffers are
   /// reallocated, the Grams zeroed.
+  /// Peak memory: the scratch buffers are released first, and each kept buffer is released as
+  /// soon as its packed copy is made (one old and one new buffer live at a time), so the
+  /// batch never holds more than before the call (R slots: the plan's R (2nk+3gk) in a
+  /// factorization, R (3nk+3gk) in a refit; packing all three before releasing any needed
+  /// (R + R2)(2nk+gk) in a refit, more than planned when n k dominates).
   void compact(const std::vector<int>& keep) {
     const int R2 = int(keep.size());
     auto list = upload_list(keep);
@@ -136,31 +141,26 @@ struct SlotBatch {
     Q = Matrix<T>();
     H_next = Matrix<T>();
     W_next = Matrix<T>();
-    auto W2 = alloc("knmf::solver::W", rk2, n);
-    pack_slots(space, W, list, k, W2);
-    auto H2 = alloc("knmf::solver::H", rk2, g);
-    pack_slots(space, H, list, k, H2);
-    Matrix<T> P2;
-    if (keep_p) {
-      P2 = alloc("knmf::solver::P", rk2, n);
-      pack_slots(space, P, list, k, P2);
-    }
-    Matrix<T> hsum2;
+    // the fence before each release: the old buffer may still be read by the pack kernel
+    const auto repack = [&](Matrix<T>& M, const char* label, size_type cols) {
+      auto M2 = alloc(label, rk2, cols);
+      pack_slots(space, M, list, k, M2);
+      space.fence();
+      M = M2;
+    };
+    repack(W, "knmf::solver::W", n);
+    repack(H, "knmf::solver::H", g);
+    if (keep_p) repack(P, "knmf::solver::P", n);
     if (has_beta) {  // a refit keeps H's sums (scikit-learn's H_sum) across iterations
-      hsum2 = alloc("knmf::beta::hsum", rk2, 1);
-      pack_slots(space, hsum, list, k, hsum2);
-    }
-    space.fence();
-    W = W2;
-    H = H2;
-    if (has_beta) {
-      hsum = hsum2;
+      repack(hsum, "knmf::beta::hsum", 1);
+      wsum = Matrix<T>();
       wsum = alloc("knmf::beta::wsum", rk2, 1);
     }
-    P = keep_p ? P2 : alloc("knmf::solver::P", rk2, n);
+    if (!keep_p) P = alloc("knmf::solver::P", rk2, n);
     if (mode == RunMode::refit || keep_w_next) W_next = alloc("knmf::solver::W_next", rk2, n);
     Q = alloc("knmf::solver::Q", rk2, g);
     H_next = alloc("knmf::solver::H_next", rk2, g);
+    list = {};
     allocate_small(R2);
   }
 
@@ -282,6 +282,16 @@ private:
 
   void allocate_small(int R_) {
     R = R_;
+    // the old ones (and their host mirrors, which alias them on a host backend) released
+    // first: a compaction to as many slots must not hold two sets at once
+    GW = GH = SlotGram();
+    gram_partial = red_partial = Kokkos::View<double*, MemSpace>();
+    mask_ = subset_ = ones_ = SlotMask();
+    list_ = Kokkos::View<int*, MemSpace>();
+    red_partial_h_ = {};
+    gw_h_ = gh_h_ = {};
+    mask_h_ = subset_h_ = {};
+    list_h_ = {};
     GW = SlotGram(Kokkos::view_alloc(space, "knmf::solver::WtW"), R_, k, k);
     GH = SlotGram(Kokkos::view_alloc(space, "knmf::solver::HHt"), R_, k, k);
     const size_type nch = std::max(num_chunks(n), num_chunks(g));
