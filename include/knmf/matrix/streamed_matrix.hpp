@@ -9,6 +9,7 @@
 /// same per-entry accumulation across blocks), for a dense X to rounding (the GEMM of X^T's
 /// column blocks accumulates Q block by block).
 
+#include <memory>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -18,6 +19,10 @@
 #include "knmf/matrix/stats.hpp"
 
 namespace knmf {
+
+namespace detail {
+class CopyInstance;
+}
 
 /// Host memory that the device can copy from asynchronously.
 #ifdef KOKKOS_ENABLE_CUDA
@@ -117,6 +122,10 @@ private:
     Kokkos::View<T*, MemSpace> val;
   };
   mutable Buffer buf_[2];
+  /// The copies' execution space instance (CUDA: its own stream), made at the first pass and
+  /// kept: a Kokkos::Cuda instance's teardown synchronizes the device, so one per pass would
+  /// stall it twice an iteration. Shared by copies of this matrix.
+  mutable std::shared_ptr<detail::CopyInstance> copy_;
 };
 
 }  // namespace knmf

@@ -8,7 +8,7 @@ namespace knmf {
 
 namespace detail {
 /// A second instance of the execution space for copies: its own stream on CUDA; the same
-/// (synchronous) instance elsewhere.
+/// (synchronous) instance elsewhere. One per streamed matrix (StreamedMatrix::copy_).
 class CopyInstance {
 public:
   CopyInstance();
@@ -27,7 +27,8 @@ template <class T>
 template <class F>
 void StreamedMatrix<T>::for_each_block(const ExecSpace& space, bool transposed, F&& f) const {
   Kokkos::Profiling::ScopedRegion region(transposed ? "knmf::stream::csc" : "knmf::stream::rows");
-  detail::CopyInstance copy;
+  if (!copy_) copy_ = std::make_shared<detail::CopyInstance>();
+  const detail::CopyInstance& copy = *copy_;
   const int nb = num_blocks();
   upload(copy.space(), 0, 0, transposed);
   for (int b = 0; b < nb; ++b) {
