@@ -2,12 +2,16 @@
 // in-core matrices, and the 64-bit offset arithmetic of sparse blocks.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <iostream>
 #include <random>
 
 #include "knmf/core/error.hpp"
 #include "knmf/core/host_access.hpp"
 #include "knmf/io/h5ad.hpp"
 #include "knmf/matrix/load.hpp"
+#include "knmf/run/memory.hpp"
+#include "live_device_bytes.hpp"
 #include "solver/engine.hpp"
 #include "solver_fixtures.hpp"
 
@@ -205,5 +209,86 @@ void check_gather_rows() {
 TEST(Streamed, HostGatherCoversEveryRowCount) {
   check_gather_rows<double>();
   check_gather_rows<float>();
+}
+
+/// A batch sized by a device-memory limit, in every mode (in-core dense and sparse, streamed
+/// dense and sparse; factorize and the fixed-H refit; MU and CD): the device bytes held at the
+/// peak, X included, stay within what the plan counts (its total less the unplanned slack).
+TEST(MemoryPlan, PeakAtAForcedLimitIsWithinThePlan) {
+  const size_type n = 600, g = 80;
+  const int k = 4, jobs_n = 5;  // batches of 3: a refill, slots ending apart (compaction)
+  std::vector<double> dense;
+  HostCsr c;
+  make_matrix(n, g, dense, c);
+  std::vector<Job> jobs;
+  for (int i = 0; i < jobs_n; ++i) jobs.push_back({k, i, 300 + i, i});
+  std::mt19937_64 rng(5);
+  std::vector<std::vector<double>> spectra(4, std::vector<double>(size_t(k * g)));
+  for (auto& h : spectra)
+    for (auto& v : h) v = double(1 + rng() % 20) / 10.0;
+  const std::int64_t slack = unplanned_bytes(allocation_rules());
+  const auto options = [](SolverKind s) {
+    auto o = opts(s);
+    o.tol = 1e-4;
+    o.max_iter = 80;
+    return o;
+  };
+  double worst = 0.0;
+  for (int form = 0; form < 4; ++form)
+    for (bool refit : {false, true})
+      for (auto solver : {SolverKind::mu, SolverKind::cd}) {
+        const char* names[] = {"dense", "sparse", "streamed dense", "streamed sparse"};
+        SCOPED_TRACE(testing::Message() << names[form] << (refit ? ", refit, " : ", factorize, ")
+                                        << to_string(solver));
+        LiveDeviceBytes live;
+        const auto run = [&](const auto& X, std::int64_t bytes_x) {
+          // building X holds more than X for a moment (a CSR's transpose counters, at most
+          // 64 MiB: matrix/csr_matrix.cpp), before any batch exists
+          EXPECT_LE(live.peak - bytes_x, (std::int64_t(64) << 20) + 8 * live.peak_views);
+          live.restart_peak();
+          const std::int64_t per = bytes_per_replicate(n, g, k, 8, refit);
+          const std::int64_t fixed = batch_fixed_bytes(n, g, k, 8, refit);
+          const std::int64_t budget = bytes_x + fixed + 3 * per + per / 2;  // room for 3
+          const auto plan = plan_batch(n, g, k, 8, bytes_x, budget, 0, jobs_n, refit);
+          ASSERT_EQ(plan.R, 3);
+          if (refit) {
+            const auto r = refit_usages(ExecSpace(), X, spectra, k, plan.R, options(solver));
+            ASSERT_EQ(r.size(), spectra.size());
+          } else {
+            const auto r = factorize(ExecSpace(), X, jobs, plan.R, options(solver));
+            ASSERT_EQ(r.size(), jobs.size());
+          }
+          // the plan without its slack, but the slot flags (16 bytes a slot, left to the slack)
+          // and Kokkos' rounding of each View to 8 bytes
+          const std::int64_t planned = plan.total() - slack;
+          const std::int64_t margin = plan.R * 16 + 8 * live.peak_views;
+          worst = std::max(worst, double(live.peak) / double(planned));
+          std::cout << "[ peak / plan ] " << names[form] << (refit ? ", refit, " : ", factorize, ")
+                    << to_string(solver) << ": " << live.peak << " / " << planned << " bytes\n";
+          EXPECT_LE(live.peak, planned + margin)
+              << "peak " << live.peak << " bytes, plan " << plan.describe();
+          EXPECT_LE(live.peak_views, kPlannedViews);  // the Views the GPU's rounding counts
+        };
+        const size_type half = size_type(c.values.size()) * 12 / 2 + 8 * (g + 1);
+        if (form == 0) {
+          auto X = DenseMatrix<double>::from_host(ExecSpace(), n, g, dense.data());
+          run(X, std::int64_t(X.bytes()));
+        } else if (form == 1) {
+          auto X = CsrMatrix<double>::from_host(ExecSpace(), n, g, c.offsets.data(), c.cols.data(),
+                                                c.values.data());
+          run(X, std::int64_t(X.bytes()));
+        } else if (form == 2) {
+          auto X = StreamedMatrix<double>::from_host_dense(ExecSpace(), n, g, dense.data(),
+                                                           n * g * sizeof(double) / 3);
+          run(X, std::int64_t(X.device_bytes()));
+        } else {
+          auto X = StreamedMatrix<double>::from_host_csr(ExecSpace(), n, g, c.offsets.data(),
+                                                         c.cols.data(), c.values.data(), half);
+          run(X, std::int64_t(X.device_bytes()));
+        }
+      }
+  std::cout << "[ peak / plan ] the largest ratio of a run's device peak to its plan (less the "
+               "slack): "
+            << worst << "\n";
 }
 }  // namespace
