@@ -9,6 +9,7 @@
 #include "command.hpp"
 #include "knmf/core/error.hpp"
 #include "knmf/core/runtime.hpp"
+#include "knmf/run/memory.hpp"
 
 namespace knmf::cli {
 
@@ -78,6 +79,11 @@ int run(const std::vector<std::string>& args) {
     if (show_version) {
       std::cout << build_report();
       std::cout << "device: " << device_description() << "\n";
+      // the memory plan's own figures, exact (perf/gpu/check.sh sizes its limits from them)
+      const auto rules = allocation_rules();
+      std::cout << "memory plan: free " << available_device_bytes() << " bytes, unplanned "
+                << unplanned_bytes(rules) << " bytes (slack " << rules.slack << ", granule "
+                << rules.granule << " per View)\n";
       return 0;
     }
     for (auto& [sub, cmd] : commands)

@@ -2,7 +2,8 @@
 //
 //   knmf_bench_solver [--benchmark_filter=...]       (Google Benchmark flags)
 //
-// Shapes: n in {20000, 100000}, g = 2000, R*k in {40 (R=4,k=10), 200 (R=10,k=20)}, fp32/fp64.
+// Shapes: n in {20000, 100000}, g = 2000, R*k in {40 (R=4,k=10), 200 (R=10,k=20)}, and at
+// n = 20000 also R*k = 480 (R=8,k=60) and 800 (R=8,k=100), the large-k paths; fp32/fp64.
 // Counters: GFLOPs = 4 n g (R k) / seconds per iteration (the two products with X, which is
 // the useful work of an iteration); the Gemm benchmarks time exactly those two products
 // through KokkosBlas::gemm, each in the faster of its two orientations (C or C^T), so "iteration GFLOP/s / GEMM GFLOP/s" is the fraction of the
@@ -49,6 +50,9 @@ void shape_from_rk(int rk, int& R, int& k) {
   } else if (rk == 200) {
     R = 10;
     k = 20;
+  } else if (rk == 480 || rk == 800) {
+    R = 8;
+    k = rk / 8;
   } else {
     k = 20;
     R = rk / k;
@@ -109,8 +113,10 @@ void BM_Iteration(benchmark::State& state) {
     Kokkos::fence();
     return t.seconds();
   };
-  // Per-iteration time by difference, so that init (host RNG) and result copies cancel.
-  const int a = 1, b = 4;
+  // Per-iteration time by difference, so that init (host RNG) and result copies cancel; 10
+  // iterations apart, so that their jitter (on a GPU, tens of ms against iterations of about
+  // 1 ms; the first H200 run, 2026-12-04, at 1 and 4 gave a negative difference) does not.
+  const int a = 2, b = 12;
   for (auto _ : state) {
     const double ta = run(a), tb = run(b);
     state.SetIterationTime((tb - ta) / (b - a));
@@ -124,6 +130,7 @@ void BM_Iteration(benchmark::State& state) {
 void shapes(benchmark::internal::Benchmark* b) {
   for (long n : {20000L, 100000L})
     for (long rk : {40L, 200L}) b->Args({n, rk});
+  for (long rk : {480L, 800L}) b->Args({20000L, rk});
   b->UseManualTime()->Iterations(1)->Repetitions(5)->ReportAggregatesOnly(true)->Unit(
       benchmark::kMillisecond);
 }

@@ -6,16 +6,22 @@
 # the working tree (tests/data/real).
 #
 #   bash perf/gpu/check.sh            writes $OUT/summary.md, $OUT/check.log,
-#                                     $OUT/bench_f32.json, $OUT/bench_f64.json and four
-#                                     $OUT/compare_*.json: 8 files, the tool's limit
+#                                     $OUT/bench_f32.json, $OUT/bench_f64.json and
+#                                     $OUT/compare_all.json (every comparison): 5 files of
+#                                     the tool's 8
 #
 # Environment: OUT (default /tmp/knmf-gpu-check-out), KNMF_DEVICE_DIR (default .device),
 #   KNMF_CHECK_GPU_KNMF (a driver to use instead of the CUDA one, "host" for the carried OpenMP
 #   one: a test of this script's factorize/compare/summary on a CPU machine),
 #   KNMF_CHECK_FORCE_LOADER=1 (run knmf's programs through the carried glibc loader even when
 #   the machine's glibc would do),
-#   KNMF_CHECK_BUDGET_S (default 460: the whole check, every step inside it),
-#   KNMF_CHECK_STEPS (default "smi,factorize,bench,tests": a subset reruns only those).
+#   KNMF_CHECK_BUDGET_S (default 420: the whole check, every step inside it; call with
+#   timeout_s 480),
+#   KNMF_CHECK_STEPS (default "smi,streamed,variants,factorize,bench,tests": a subset reruns
+#   only those). The order puts first what only a GPU can show: the streamed and
+#   memory-limited runs and tests, then the solver variants (beta, accelerated, NNDSVD,
+#   k = 20 and 60) against the host build, then cNMF's job table (with a rerun at rtol 0),
+#   the benchmark, the other unit tests.
 # Each step runs under `timeout`, a failed step is recorded and the next one runs; the exit
 # status is 0 when every step that ran passed, 1 otherwise. It never resets the GPU or changes
 # its settings (nvidia-smi is only queried).
@@ -24,8 +30,8 @@ cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 ROOT=$PWD
 D=${KNMF_DEVICE_DIR:-$ROOT/.device}
 OUT=${OUT:-/tmp/knmf-gpu-check-out}
-BUDGET=${KNMF_CHECK_BUDGET_S:-460}
-STEPS=${KNMF_CHECK_STEPS:-smi,factorize,bench,tests}
+BUDGET=${KNMF_CHECK_BUDGET_S:-420}
+STEPS=${KNMF_CHECK_STEPS:-smi,streamed,variants,factorize,bench,tests}
 START=$(date +%s)
 mkdir -p "$OUT"
 LOG=$OUT/check.log
@@ -40,14 +46,11 @@ exec 3>&1  # the call's own output: progress lines (its tail comes back in the r
 say() { echo "[$(($(date +%s) - START))s] $*" | tee -a "$LOG" >&3; }
 left() { echo $((START + BUDGET - $(date +%s))); }
 want() { [[ ",$STEPS," == *",$1,"* ]]; }
-# Seconds kept back for the phases after factorize / after bench, when they are to run.
-R_BENCH=15
-want tests && R_BENCH=$((R_BENCH + 100))
-R_FACT=$R_BENCH
-want bench && R_FACT=$((R_FACT + 100))
-# cap SECONDS [RESERVE]: SECONDS, or what is left of the budget minus RESERVE if that is less
+# cap SECONDS [RESERVE]: SECONDS, or what is left of the budget minus RESERVE (default 10) if
+# that is less. The phases come in order of what matters most, so a reserve is needed only
+# where a later phase must keep some time (the last tests keep 30 s from the benchmark).
 cap() {
-  local c=$1 l=$(($(left) - ${2:-15}))
+  local c=$1 l=$(($(left) - ${2:-10}))
   ((l < c)) && c=$l
   ((c < 1)) && c=1
   echo "$c"
@@ -109,10 +112,14 @@ for d in /usr/local/nvidia/lib64 /usr/local/nvidia/lib /usr/local/cuda/lib64 \
   /usr/local/cuda/targets/x86_64-linux/lib; do
   [[ -d $d ]] && cuda_dirs+=":$d"
 done
-if ! ldconfig -p 2>/dev/null | grep -q 'libcublas\.so\.13 '; then
-  f=$(timeout 30 find /usr/local /opt /usr/lib -name 'libcublas.so.13' -print -quit 2>/dev/null)
-  [[ -n $f ]] && cuda_dirs+=":$(dirname "$f")"
-fi
+# cuBLAS, cuBLASLt, cuSPARSE and nvJitLink (which cuSPARSE 13 needs) come from the machine:
+# where the loader's cache does not list one, find it.
+for lib in libcublas.so.13 libcublasLt.so.13 libcusparse.so.13 libnvJitLink.so.13; do
+  if ! ldconfig -p 2>/dev/null | grep -q "$lib "; then
+    f=$(timeout 30 find /usr/local /opt /usr/lib -name "$lib" -print -quit 2>/dev/null)
+    [[ -n $f && $cuda_dirs != *":$(dirname "$f")"* ]] && cuda_dirs+=":$(dirname "$f")"
+  fi
+done
 LIBPATH=$P/lib$cuda_dirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 # KX prefixes every knmf program: the library path, and the carried glibc's loader when the
 # machine's glibc is older than the build's (decided below).
@@ -153,14 +160,25 @@ GK=${KNMF_CHECK_GPU_KNMF:-$P/bin/knmf}
 [[ $GK == host ]] && GK=$P/host/knmf
 [[ $GK != "$P/bin/knmf" ]] && say "NOTE: the 'gpu' driver is $GK (KNMF_CHECK_GPU_KNMF), not the CUDA build"
 step ldd-gpu 20 env LD_LIBRARY_PATH="$LIBPATH" ldd "$P/bin/knmf"
+# every library of every CUDA program resolved (a missing one fails this row and names it)
+step libraries 30 env LD_LIBRARY_PATH="$LIBPATH" bash -c 'm=0
+  for f in "$1"/bin/*; do
+    nf=$(ldd "$f" | grep "not found" | tr -s " \t" " " | tr "\n" ";")
+    [[ -n $nf ]] && { echo "$(basename "$f"): not found:$nf"; m=1; }
+  done
+  exit $m' _ "$P"
 step host-version 30 "${KX[@]}" "$P/host/knmf" --version
 step gpu-version 120 "${KX[@]}" "$GK" --version  # first CUDA start (sm_80 on Hopper: the PTX JIT)
+# What the plan leaves unplanned on this device, as the GPU driver itself computes it
+# (drivers/cli.cpp: "memory plan: free F bytes, unplanned U bytes ..."); section 3 falls back to
+# an estimate from nvidia-smi where an older driver does not print it.
+PLAN_UNPLANNED=$(sed -n 's/^memory plan: .*unplanned \([0-9][0-9]*\) bytes.*/\1/p' "$WORK/last.out" | head -n1)
 if [[ $GPU_NAME == "(no GPU found)" ]] && grep -q '^device: ' "$WORK/last.out"; then
   GPU_NAME=$(sed -n 's/^device: \(.*\) (device [0-9]*)$/\1/p' "$WORK/last.out" | head -n1)
   [[ -n $GPU_NAME ]] || GPU_NAME="(no GPU found)"
 fi
 
-# ---- 3. one job table on the GPU (fp64, fp32, cNMF mode) and on the host; compare ------------
+# ---- comparisons: knmf compare (or the python fallback), each report into compare_all.json -----
 have_compare=0
 if "${KX[@]}" "$P/host/knmf" compare --help >"$WORK/compare_help" 2>&1; then have_compare=1; fi
 PY=""
@@ -169,6 +187,7 @@ for p in python3 /usr/bin/python3; do
 done
 COMPARES=$WORK/compares.txt
 : >"$COMPARES"
+mkdir -p "$WORK/cmp"
 # compare NAME A B RTOL MINCOS: knmf compare (or the python fallback for two results files)
 compare() {
   local name=$1 a=$2 b=$3 rtol=$4 mincos=$5 rc
@@ -178,13 +197,13 @@ compare() {
     return
   fi
   if ((have_compare)); then
-    step "compare $name" "$(cap 60 $((R_FACT)))" "${KX[@]}" "$P/host/knmf" compare "$a" "$b" --rtol "$rtol" \
-      --min-cos "$mincos" --json "$OUT/compare_$name.json"
+    step "compare $name" "$(cap 30 30)" "${KX[@]}" "$P/host/knmf" compare "$a" "$b" --rtol "$rtol" \
+      --min-cos "$mincos" --json "$WORK/cmp/$name.json"
     rc=$?
     local tool="knmf compare"
   elif [[ -n $PY && -f $a && -f $b ]]; then
-    step "compare $name (python fallback)" "$(cap 60 $((R_FACT)))" "$PY" perf/gpu/compare_results.py "$a" "$b" \
-      --rtol "$rtol" --min-cos "$mincos" --json "$OUT/compare_$name.json"
+    step "compare $name (python fallback)" "$(cap 30 30)" "$PY" perf/gpu/compare_results.py "$a" "$b" \
+      --rtol "$rtol" --min-cos "$mincos" --json "$WORK/cmp/$name.json"
     rc=$?
     local tool="perf/gpu/compare_results.py (knmf compare not in this build)"
   else
@@ -196,56 +215,154 @@ compare() {
     echo "### $name: \`$(basename "$a")\` vs \`$(basename "$b")\` (rtol $rtol, min-cos $mincos; $tool; exit $rc)"
     echo
     echo '```'
-    head -n 20 "$WORK/last.out"
+    head -n 8 "$WORK/last.out"
     local nl
     nl=$(wc -l <"$WORK/last.out")
-    ((nl > 20)) && echo "... ($((nl - 20)) more lines in check.log)"
+    ((nl > 8)) && echo "... ($((nl - 8)) more lines in check.log)"
     echo '```'
     echo
   } >>"$COMPARES"
 }
 
+# gpu_run NAME ARGS...: factorize on the GPU into $WORK/NAME.h5; host_run likewise on the host
+gpu_run() {
+  local name=$1 t=$2
+  shift 2
+  step "gpu $name" "$(cap "$t" 60)" "${KX[@]}" "$GK" factorize "$H5AD" "$@" -o "$WORK/$name.h5"
+}
+host_run() {
+  local name=$1 t=$2
+  shift 2
+  step "host $name ($NPROC threads)" "$(cap "$t" 60)" env OMP_NUM_THREADS="$NPROC" "${KX[@]}" \
+    "$P/host/knmf" factorize "$H5AD" "$@" -o "$WORK/$name.h5"
+}
+
+# ---- 3. streamed X and a batch sized by a device-memory limit (what only a GPU can show) -----
+# The limit: what the plan leaves unplanned on this device (the driver's --version line; else the
+# estimate below: the slack max(256 MiB, 2% of the GPU's memory)
+# and a 2 MiB granule for each of its 30 Views, src/run/memory.cpp; on a host-played run 8 MiB),
+# plus one replicate of k = 7 (about 1 MiB at pbmcA's size), plus MARGIN: too little room for X
+# (pbmcA in fp64: 46 MB dense, 8 MB sparse), so X is streamed and the batch is sized by what is
+# left. A limit the plan finds too small is retried once with 8 MiB more.
+UNPLANNED=$((8 << 20))
+if [[ -n $PLAN_UNPLANNED ]]; then
+  UNPLANNED=$PLAN_UNPLANNED
+elif [[ $GK == "$P/bin/knmf" ]]; then
+  tot=$(timeout 10 nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits 2>/dev/null | head -1 | tr -dc 0-9)
+  if [[ -n $tot ]]; then
+    t_b=$((tot << 20))
+    sl=$((t_b / 50))
+    ((sl < (256 << 20))) && sl=$((256 << 20))
+    UNPLANNED=$((sl + 30 * ((2 << 20) - 1)))
+  fi
+fi
+SJOBS=(-k 7 --n-iter 5 --seed 14 --dtype double)
+streamed_run() {  # NAME FORMAT MARGIN_MIB
+  local name=$1 fmt=$2 m=$3 try rc
+  for try in 1 2; do
+    local lim=$((UNPLANNED + ((1 + m) << 20)))
+    gpu_run "$name" 60 "${SJOBS[@]}" --format "$fmt" --device-memory-limit "$lim"
+    rc=$?
+    if ((rc != 0)) && ((try == 1)) && grep -q 'not enough device memory\|cannot hold' "$WORK/last.out"; then
+      sed -i '$d' "$RES"  # (this row is replaced by the retry's)
+      say "     $name: limit $lim too small, again with 8 MiB more"
+      m=$((m + 8))
+      continue
+    fi
+    break
+  done
+  ((rc == 0)) || return
+  local plan
+  plan=$(grep -m2 '^plan:' "$WORK/last.out" | tr '\n' ' ' | tr -d '\t|`')
+  say "     $name: limit $lim: $plan"
+  if ! grep -q 'streamed from host memory' "$WORK/last.out"; then
+    sed -i '$d' "$RES"
+    printf '%s\t%s\t0\t%s\n' "gpu $name" "FAILED (X was not streamed)" "${plan:0:200}" >>"$RES"
+  else
+    STREAM_PLANS+="- $name (--format $fmt, --device-memory-limit $lim): ${plan:0:400}"$'\n'
+  fi
+}
+STREAM_PLANS=""
+EARLY_TESTS=(test_solver_streamed test_solver_batch)
+if want streamed; then
+  streamed_run stream_dense dense 24
+  streamed_run stream_sparse sparse 6
+  host_run stream_ref 60 "${SJOBS[@]}"
+  compare stream_dense_host "$WORK/stream_ref.h5" "$WORK/stream_dense.h5" 1e-6 0.999999
+  compare stream_sparse_host "$WORK/stream_ref.h5" "$WORK/stream_sparse.h5" 1e-6 0.999999
+fi
+
+# ---- 4. the unit tests of the memory plan and of streaming, on the GPU ------------------------
+export KNMF_TEST_DATA_DIR=$ROOT/tests/data KNMF_TEST_DERIVED_DIR=$WORK/derived
+TESTS=$WORK/tests.txt
+: >"$TESTS"
+run_test() {  # NAME [FILTER]
+  local t=$1 filter=${2:-} args=()
+  [[ -x $P/bin/$t ]] || { printf '%s\tmissing\t0\t\n' "test $t" >>"$RES"; return; }
+  [[ -n $filter ]] && args=(--gtest_filter="$filter")
+  step "test $t" "$(cap 60 "${3:-10}")" "${KX[@]}" "$P/bin/$t" "${args[@]}"
+  grep -E '^\[  (PASSED|FAILED|SKIPPED) +\]|tests? ran|^\[ +peak|peak / plan' "$WORK/last.out" | sed "s/^/$t: /" >>"$TESTS"
+}
+if want tests; then
+  for t in "${EARLY_TESTS[@]}"; do run_test "$t" "" 120; done
+fi
+
+# ---- 5. the solver's variants on the GPU against the host build ------------------------------
+if want variants; then
+  VJOBS=(--seed 14 --dtype double)
+  while read -r name args; do
+    # shellcheck disable=SC2086
+    gpu_run "v_$name" 40 "${VJOBS[@]}" $args && host_run "v_${name}_host" 60 "${VJOBS[@]}" $args &&
+      compare "$name" "$WORK/v_${name}_host.h5" "$WORK/v_$name.h5" 1e-6 0.999999
+  done <<'VARIANTS'
+beta_kl -k 7 --n-iter 3 --solver mu --beta-loss kullback-leibler --max-iter 200
+accelerated -k 7 --n-iter 3 --inner-sweeps auto
+nndsvda -k 7 --n-iter 3 --init nndsvda
+k20 -k 20 --n-iter 3
+k60 -k 60 --n-iter 2
+VARIANTS
+fi
+
+# ---- 6. cNMF's pbmcA job table on the GPU (fp64 twice, fp32, cNMF mode) and on the host --------
 if want factorize; then
   JOBS=(-k 5 6 7 8 --n-iter 20 --seed 14)  # cNMF's pbmcA job table: 80 jobs, cd, tol 1e-4
-  step "factorize gpu fp64" "$(cap 150 $((R_FACT + 90)))" "${KX[@]}" "$GK" factorize "$H5AD" "${JOBS[@]}" \
-    --dtype double -o "$WORK/gpu_f64.h5"
-  step "factorize gpu fp32" "$(cap 90 $((R_FACT + 70)))" "${KX[@]}" "$GK" factorize "$H5AD" "${JOBS[@]}" \
-    --dtype float -o "$WORK/gpu_f32.h5"
+  gpu_run gpu_f64 90 "${JOBS[@]}" --dtype double
+  gpu_run gpu_f64_again 90 "${JOBS[@]}" --dtype double
+  gpu_run gpu_f32 60 "${JOBS[@]}" --dtype float
   mkdir -p "$WORK/cnmf"
   cp -r "$DATA/prepare/pbmcA" "$WORK/cnmf/"
   cnmf_out=$WORK/cnmf/pbmcA
-  step "factorize gpu cNMF mode" "$(cap 90 $((R_FACT + 50)))" "${KX[@]}" "$GK" factorize \
+  step "gpu cNMF mode" "$(cap 60 60)" "${KX[@]}" "$GK" factorize \
     --output-dir "$WORK/cnmf" --name pbmcA || cnmf_out=$WORK/cnmf/failed  # (compare: input missing)
-  step "factorize host fp64 ($NPROC threads)" "$(cap 120 $((R_FACT + 20)))" env OMP_NUM_THREADS="$NPROC" \
-    "${KX[@]}" "$P/host/knmf" factorize "$H5AD" "${JOBS[@]}" \
-    --dtype double -o "$WORK/host_f64.h5"
+  host_run host_f64 90 "${JOBS[@]}" --dtype double
   compare host64_gpu64 "$WORK/host_f64.h5" "$WORK/gpu_f64.h5" 1e-6 0.999999
+  compare gpu64_rerun "$WORK/gpu_f64.h5" "$WORK/gpu_f64_again.h5" 0 0
   compare host64_gpu32 "$WORK/host_f64.h5" "$WORK/gpu_f32.h5" 1e-2 0.999
   compare gpucnmf_reference "$cnmf_out" "$DATA/reference/pbmcA" 1e-6 0.999999
   compare gpu64_gpucnmf "$WORK/gpu_f64.h5" "$cnmf_out" 1e-12 0.999999999
 fi
 
-# ---- 4. the iteration benchmark (MU, CD) and cuBLAS GEMM of the same shapes, fp32 and fp64 ----
+# ---- 7. the iteration benchmark (MU, CD) and cuBLAS GEMM of the same shapes, fp32 and fp64 ----
 # One run per precision: each has its own timeout and JSON, so one stuck run keeps the other.
 if want bench; then
-  step "bench_solver fp32" "$(cap 100 $((R_BENCH + 50)))" "${KX[@]}" "$P/bin/knmf_bench_solver" \
+  step "bench_solver fp32" "$(cap 80 60)" "${KX[@]}" "$P/bin/knmf_bench_solver" \
     --benchmark_filter='<float' --benchmark_out="$OUT/bench_f32.json" --benchmark_out_format=json
-  step "bench_solver fp64" "$(cap 100 $((R_BENCH)))" "${KX[@]}" "$P/bin/knmf_bench_solver" \
+  step "bench_solver fp64" "$(cap 80 30)" "${KX[@]}" "$P/bin/knmf_bench_solver" \
     --benchmark_filter='<double' --benchmark_out="$OUT/bench_f64.json" --benchmark_out_format=json
 fi
 
-# ---- 5. unit tests on the GPU ----------------------------------------------------------------
-TESTS=$WORK/tests.txt
-: >"$TESTS"
+# ---- 8. the other unit tests on the GPU ------------------------------------------------------
 if want tests; then
-  export KNMF_TEST_DATA_DIR=$ROOT/tests/data KNMF_TEST_DERIVED_DIR=$WORK/derived
   while read -r t filter; do
     [[ -z $t || $t == \#* ]] && continue
-    [[ -x $P/bin/$t ]] || { printf '%s\tmissing\t0\t\n' "$t" >>"$RES"; continue; }
-    args=()
-    [[ -n ${filter:-} ]] && args=(--gtest_filter="$filter")
-    step "test $t" "$(cap 90)" "${KX[@]}" "$P/bin/$t" "${args[@]}"
-    grep -E '^\[  (PASSED|FAILED|SKIPPED) +\]|tests? ran' "$WORK/last.out" | sed "s/^/$t: /" >>"$TESTS"
+    [[ " ${EARLY_TESTS[*]} " == *" $t "* ]] && continue
+    # The schema test reads a results file with python3's h5py; a device without it (the first
+    # H200 had none) runs the rest of the suite and says so instead of failing on the machine.
+    if [[ $t == test_results_file && -z $filter ]] && ! python3 -c 'import h5py, numpy' 2>/dev/null; then
+      filter=-ResultsFile.PythonReadsTheSchema
+      say "     test_results_file: no python3 h5py on this machine: ResultsFile.PythonReadsTheSchema not run"
+    fi
+    run_test "$t" "${filter:-}"
   done <"$D/tests.txt"
 fi
 
@@ -264,8 +381,13 @@ fi
   echo "|---|---|---|---|"
   awk -F'\t' '{printf "| %s | %s | %s | %s |\n", $1, $2, $3, $4}' "$RES"
   echo
+  if [[ -n $STREAM_PLANS ]]; then
+    echo "## Streamed and memory-limited runs (pbmcA, k = 7 x 5, fp64)"
+    echo
+    echo "$STREAM_PLANS"
+  fi
   if [[ -s $COMPARES ]]; then
-    echo "## Agreement: pbmcA, k = 5..8 x 20 replicates (cNMF's job table), cd, tol 1e-4"
+    echo "## Agreement (stream_*: k = 7 x 5; variants: k = 7 x 3, k20, k60; pbmcA table: k = 5..8 x 20, cd, tol 1e-4)"
     echo
     cat "$COMPARES"
   fi
@@ -289,6 +411,19 @@ fi
     echo '```'
   fi
 } >"$SUMMARY"
+# every comparison's JSON in one file (the tool brings back 8 files at most)
+{
+  echo "{"
+  first=1
+  for f in "$WORK"/cmp/*.json; do
+    [[ -s $f ]] || continue
+    ((first)) || echo ","
+    first=0
+    printf '"%s": ' "$(basename "$f" .json)"
+    cat "$f"
+  done
+  echo "}"
+} >"$OUT/compare_all.json"
 cat "$SUMMARY" >&3
 status=0
 grep -qv $'\tok\t' "$RES" && status=1

@@ -35,17 +35,19 @@ jobs=${KNMF_BUILD_JOBS:-2}
 limit=$((64 * 1024 * 1024))
 log() { echo "prepare: $*" >&2; }
 
-# The tests worth running on a GPU (device kernels: the per-slot kernels at their path
+# The tests worth running on a GPU, the memory-limited ones first (check.sh runs the first two
+# early) (device kernels: the per-slot kernels at their path
 # boundaries, host mirrors, solver dense/sparse/streamed, refit,
 # clustering and the consensus against cNMF's, simulation, RNG, the runtime, the loaders),
 # optionally each with a gtest filter after its name. All their data is in tests/data.
-tests_txt='test_runtime
-test_host_access
-test_random_state
+tests_txt='test_solver_streamed
+test_solver_batch
 test_kernels
+test_host_access
+test_runtime
+test_random_state
 test_solver_synthetic
 test_solver_sparse
-test_solver_streamed
 test_solver_real
 test_consensus_refit
 test_consensus_clustering
