@@ -57,7 +57,8 @@ double squared_error(const ExecSpace& space, const DMatrix& W, const DMatrix& P,
                      const std::vector<double>& G, double norm2_x, OneSlot& s) {
   const int k = int(W.extent(0));
   knmf::detail::slot_dot(space, W, P, 1, k, s.mask, s.red_partial);
-  const double cross = knmf::detail::sum_slot_partials(s.red_partial, s.nch, 1, s.red_partial_h)[0];
+  const double cross =
+      knmf::detail::sum_slot_partials(space, s.red_partial, s.nch, 1, s.red_partial_h)[0];
   const auto gw = slot_gram_host(space, W, s);
   double wh = 0.0;
   for (size_t e = 0; e < gw.size(); ++e) wh += gw[e] * G[e];

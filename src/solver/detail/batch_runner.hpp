@@ -60,6 +60,13 @@ struct FactorizeStep {
     return v;
   }
   std::vector<double> violations_H() const { return batch.sum_partials(batch.g, batch.R); }
+  /// Both, from one copy to the host: W's from batch.red_partial_w() (where a W reduction
+  /// whose sums are not needed before H's update writes), H's from batch.red_partial.
+  std::pair<std::vector<double>, std::vector<double>> violations_WH() const {
+    auto v = batch.sum_partials_wh();
+    Part::reduce(X, v.first);
+    return v;
+  }
 
   // ------------------------------------------------ the beta rule (rule_beta_mu.hpp)
   /// The active slots, in order (the beta passes run slot by slot).

@@ -397,22 +397,41 @@ void slot_copy_change(const ExecSpace& space, const Matrix<T>& src, const Matrix
       });
 }
 
-/// Sum chunk partials (chunk-major, R per chunk) per slot, in chunk order, on the host, through
-/// the host mirror `h` of `partial` (kept by the caller: no allocation per call).
-inline std::vector<double> sum_slot_partials(const Kokkos::View<double*, MemSpace>& partial,
-                                             size_type nch, int R,
-                                             const Kokkos::View<double*, MemSpace>::HostMirror& h) {
-  Kokkos::deep_copy(h, partial);
+/// Copy the first `count` chunk partials of `partial` to its host mirror `h` (kept by the
+/// caller: no allocation per call) on `space`, and wait for that instance only: a GPU's other
+/// streams (a streamed X's block copies) go on. On a host backend `h` aliases `partial`.
+inline void copy_partials(const ExecSpace& space, const Kokkos::View<double*, MemSpace>& partial,
+                          const Kokkos::View<double*, MemSpace>::HostMirror& h,
+                          size_type count) {
+  const auto range = std::make_pair(size_type(0), count);
+  Kokkos::deep_copy(space, Kokkos::subview(h, range), Kokkos::subview(partial, range));
+  space.fence("knmf::solver::copy_partials");
+}
+
+/// Per-slot sums, in chunk order, of the nch chunk partials (chunk-major, R per chunk) that
+/// start at `offset` of a host copy (copy_partials).
+inline std::vector<double> sum_copied_partials(const Kokkos::View<double*, MemSpace>::HostMirror& h,
+                                               size_type offset, size_type nch, int R) {
   std::vector<double> out(size_t(R), 0.0);
   for (size_type c = 0; c < nch; ++c)
-    for (int r = 0; r < R; ++r) out[size_t(r)] += h(c * R + r);
+    for (int r = 0; r < R; ++r) out[size_t(r)] += h(offset + c * R + r);
   return out;
 }
 
-/// The same, through a mirror made for this call.
+/// Sum chunk partials (chunk-major, R per chunk) per slot, in chunk order, on the host, through
+/// the host mirror `h` of `partial`.
+inline std::vector<double> sum_slot_partials(const ExecSpace& space,
+                                             const Kokkos::View<double*, MemSpace>& partial,
+                                             size_type nch, int R,
+                                             const Kokkos::View<double*, MemSpace>::HostMirror& h) {
+  copy_partials(space, partial, h, nch * R);
+  return sum_copied_partials(h, 0, nch, R);
+}
+
+/// The same, on the default instance, through a mirror made for this call.
 inline std::vector<double> sum_slot_partials(const Kokkos::View<double*, MemSpace>& partial,
                                              size_type nch, int R) {
-  return sum_slot_partials(partial, nch, R, host_mirror(partial));
+  return sum_slot_partials(ExecSpace(), partial, nch, R, host_mirror(partial));
 }
 
 }  // namespace knmf::detail

@@ -16,6 +16,7 @@
 #include <Kokkos_Profiling_ScopedRegion.hpp>
 
 #include <cmath>
+#include <tuple>
 #include <vector>
 
 #include "kernels.hpp"
@@ -32,27 +33,35 @@ struct CdRule {
   static double fixed_h_start(double, int) { return 0.0; }
 
   /// A sweep over W (in place), then over H; returns each slot's violation of both sweeps.
+  /// Without repeated W sweeps nothing reads W's violations before H's sweep: its partials go
+  /// to a region of their own and come to the host with H's, one copy and one wait per
+  /// iteration instead of two (the same sums, in the same order: the same decisions).
   template <class Step>
   static std::vector<double> factorize_step(Step& s) {
     auto& b = s.batch;
+    const bool w_later = s.sweeps_W <= 1;
     std::vector<double> vw, vh;
     {
       Kokkos::Profiling::ScopedRegion r1("knmf::cd::update_W");
       s.products_for_W();
       cd_update(s.space, b.W, b.P, b.GH, b.R, b.k, s.active, s.reg.l1_W, s.reg.l2_W,
-                b.red_partial);
-      vw = s.violations_W();
-      repeat_updates(s, vw, s.sweeps_W, [&](const SlotMask& on) {
-        cd_update(s.space, b.W, b.P, b.GH, b.R, b.k, on, s.reg.l1_W, s.reg.l2_W, b.red_partial);
-        return s.violations_W();
-      });
+                w_later ? b.red_partial_w() : b.red_partial);
+      if (!w_later) {
+        vw = s.violations_W();
+        repeat_updates(s, vw, s.sweeps_W, [&](const SlotMask& on) {
+          cd_update(s.space, b.W, b.P, b.GH, b.R, b.k, on, s.reg.l1_W, s.reg.l2_W,
+                    b.red_partial);
+          return s.violations_W();
+        });
+      }
     }
     {
       Kokkos::Profiling::ScopedRegion r2("knmf::cd::update_H");
       s.products_for_H();
       cd_update(s.space, b.H, b.Q, b.GW, b.R, b.k, s.active, s.reg.l1_H, s.reg.l2_H,
                 b.red_partial);
-      vh = s.violations_H();
+      if (w_later) std::tie(vw, vh) = s.violations_WH();
+      else vh = s.violations_H();
       repeat_updates(s, vh, s.sweeps_H, [&](const SlotMask& on) {
         cd_update(s.space, b.H, b.Q, b.GW, b.R, b.k, on, s.reg.l1_H, s.reg.l2_H, b.red_partial);
         return s.violations_H();
@@ -68,7 +77,7 @@ struct CdRule {
                                           const SlotMask& active, const Regularization& reg,
                                           const SolverOptions&) {
     cd_update(space, f.W, f.P, f.G, f.R, f.k, active, reg.l1_W, reg.l2_W, f.partial);
-    return sum_slot_partials(f.partial, num_chunks(size_type(f.W.extent(1))), f.R, f.partial_h);
+    return sum_slot_partials(space, f.partial, num_chunks(size_type(f.W.extent(1))), f.R, f.partial_h);
   }
 
   /// scikit-learn's test: stop when the violation fell to tol times the first iteration's.

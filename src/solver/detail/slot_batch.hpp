@@ -53,6 +53,8 @@ inline SlotBatchBytes slot_batch_bytes(std::int64_t n, std::int64_t g, int k, in
                                        const BetaShape& shape = {}, bool w_next = false) {
   const std::int64_t s = element_bytes, kk = k;
   const std::int64_t chunks = std::int64_t(num_chunks(size_type(std::max(n, g))));
+  const std::int64_t red_chunks =
+      std::int64_t(num_chunks(size_type(n))) + std::int64_t(num_chunks(size_type(g)));
   // Every product checked: k, n and g come from the user (k = 20000 once wrapped an int).
   constexpr const char* what = "the device memory of one replicate";
   SlotBatchBytes b;
@@ -61,8 +63,8 @@ inline SlotBatchBytes slot_batch_bytes(std::int64_t n, std::int64_t g, int k, in
                            checked_mul({3, kk, g, s}, what)},                               // H, Q, H_next
                           what);
   b.grams = checked_add({checked_mul({2, kk, kk, 8}, what),                          // W^T W, H H^T
-                         checked_mul({chunks, checked_add({checked_mul({kk, kk}, what), 1}, what), 8},
-                                     what)},  // gram_partial, red_partial
+                         checked_mul({chunks, kk, kk, 8}, what),            // gram_partial
+                         checked_mul({red_chunks, 8}, what)},  // red_partial (W's and H's)
                         what);
   b.scratch = checked_mul({product_scratch_values(n, g, element_bytes), kk, s}, what);
   b.flags = 4 * std::int64_t(sizeof(int));
@@ -193,7 +195,21 @@ struct SlotBatch {
   // ---------------------------------------------------------------- reductions
   /// Per-slot sums (of R_used slots) of the chunk partials of a reduction over m columns.
   std::vector<double> sum_partials(size_type m, int R_used) {
-    return sum_slot_partials(red_partial, num_chunks(m), R_used, red_partial_h_);
+    return sum_slot_partials(space, red_partial, num_chunks(m), R_used, red_partial_h_);
+  }
+  /// Where a reduction over W's n columns writes partials that are read later, together with
+  /// a reduction over H's g columns in red_partial (sum_partials_wh): the region of red_partial
+  /// after the g columns' chunks.
+  Kokkos::View<double*, MemSpace> red_partial_w() const {
+    const size_type off = num_chunks(g) * R;
+    return Kokkos::subview(red_partial, std::make_pair(off, off + num_chunks(n) * R));
+  }
+  /// Per-slot sums of both, from one copy: {W's (red_partial_w), H's}.
+  std::pair<std::vector<double>, std::vector<double>> sum_partials_wh() {
+    const size_type ch = num_chunks(g), cw = num_chunks(n);
+    copy_partials(space, red_partial, red_partial_h_, (ch + cw) * R);
+    return {sum_copied_partials(red_partial_h_, ch * R, cw, R),
+            sum_copied_partials(red_partial_h_, 0, ch, R)};
   }
   /// The host mirror of red_partial (made once per allocation).
   const Kokkos::View<double*, MemSpace>::HostMirror& red_partial_host() const {
@@ -300,7 +316,7 @@ private:
         nch * R_ * k * k);
     red_partial = Kokkos::View<double*, MemSpace>(
         Kokkos::view_alloc(space, Kokkos::WithoutInitializing, "knmf::solver::red_partial"),
-        nch * R_);
+        (num_chunks(n) + num_chunks(g)) * R_);  // two regions: red_partial_w
     red_partial_h_ = host_mirror(red_partial);
     gw_h_ = host_mirror(GW);
     gh_h_ = host_mirror(GH);
