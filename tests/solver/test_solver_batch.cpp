@@ -5,6 +5,8 @@
 
 #include <cmath>
 #include <limits>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "knmf/core/types.hpp"
@@ -244,3 +246,54 @@ TEST(Rules, NonFiniteErrorIsNaNAndTheSlotNonFinite) {
 }
 
 }  // namespace
+
+// Issue 26: the solver takes the next job while the batch runs and draws its random init on a
+// host thread meanwhile (batch_runner.hpp, draw_ahead). Pulled one ahead of a free slot, the
+// job still goes into the next free slot: every result is the one it has alone.
+TEST(BatchRunner, DrawsTheNextInitWhileTheBatchRuns) {
+  const size_type n = 40, g = 30;
+  const int k = 3;
+  std::vector<double> x(size_t(n * g));
+  for (size_type i = 0; i < n; ++i)
+    for (size_type j = 0; j < g; ++j)
+      x[size_t(i * g + j)] = double((i * 7 + j * 3) % 11) + 0.25 * double(j % 4);
+  const auto X = DenseMatrix<double>::from_host(ExecSpace(), n, g, x.data(), "X");
+  for (SolverKind s : {SolverKind::cd, SolverKind::mu}) {
+    SCOPED_TRACE(to_string(s));
+    auto o = options(s, 1e-6, 40);
+    o.return_W = true;
+    std::vector<Job> jobs;
+    for (int i = 0; i < 5; ++i) jobs.push_back(Job{k, i, 1000 + 17 * i, i});
+    // the order of pulls and results: job i pulled before job i - 1's result (one slot)
+    std::vector<std::string> events;
+    size_t pulled = 0;
+    std::vector<ReplicateResult> got;
+    factorize(
+        ExecSpace(), X, k,
+        [&]() -> std::optional<Job> {
+          events.push_back("pull " + std::to_string(pulled));
+          if (pulled == jobs.size()) return std::nullopt;
+          return jobs[pulled++];
+        },
+        1, o,
+        [&](ReplicateResult&& r) {
+          events.push_back("result " + std::to_string(r.job.index));
+          got.push_back(std::move(r));
+        });
+    const std::vector<std::string> want = {"pull 0", "pull 1", "result 0", "pull 2", "result 1",
+                                           "pull 3", "result 2", "pull 4", "result 3",
+                                           "pull 5", "result 4"};
+    EXPECT_EQ(events, want);
+    ASSERT_EQ(got.size(), jobs.size());
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      // each job alone: no look-ahead (a source of one job), the same numbers bitwise
+      const auto alone = factorize(ExecSpace(), X, std::vector<Job>{jobs[i]}, 1, o);
+      ASSERT_EQ(alone.size(), 1u);
+      EXPECT_EQ(got[i].job.seed, jobs[i].seed);
+      EXPECT_EQ(got[i].n_iter, alone[0].n_iter);
+      EXPECT_EQ(got[i].final_error, alone[0].final_error);
+      EXPECT_EQ(got[i].W, alone[0].W);
+      EXPECT_EQ(got[i].H, alone[0].H);
+    }
+  }
+}

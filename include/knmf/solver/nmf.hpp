@@ -24,7 +24,9 @@ namespace knmf {
 
 /// Called with each finished replicate, in completion order.
 using ResultCallback = std::function<void(ReplicateResult&&)>;
-/// Supplies the next job (all of one k), or nothing when the queue is empty.
+/// Supplies the next job (all of one k), or nothing when the queue is empty. With --init random
+/// the solver asks for one job more than it has free slots, to draw that job's init while the
+/// batch runs; the job goes into the next slot that frees.
 using JobSource = std::function<std::optional<Job>()>;
 /// Called after every iteration of a batch with the number of running replicates (progress).
 using IterationCallback = std::function<void(int running)>;

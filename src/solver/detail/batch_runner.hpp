@@ -10,6 +10,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <future>
+#include <optional>
 #include <utility>
 #include <vector>
 #include <Kokkos_Profiling_ScopedRegion.hpp>
@@ -257,6 +259,14 @@ private:
     std::vector<int> fresh;
     for (int r = 0; r < b_.R && !exhausted_; ++r) {
       if (slots_[size_t(r)].active) continue;
+      if (ahead_) {
+        Ahead a = std::move(*ahead_);
+        ahead_.reset();
+        a.drawn.get();  // (rethrows what the draw threw)
+        init_slot<Rule>(r, a.job, &a);
+        fresh.push_back(r);
+        continue;
+      }
       auto job = next();
       if (!job) {
         exhausted_ = true;
@@ -265,6 +275,7 @@ private:
       init_slot<Rule>(r, *job);
       fresh.push_back(r);
     }
+    draw_ahead(next);
     if (fresh.empty()) return;
     Kokkos::Profiling::ScopedRegion region("knmf::solver::init");
     if (beta_) {
@@ -287,8 +298,42 @@ private:
     init_errors(fresh);
   }
 
+  /// The next job, taken from the source while the batch runs, and its random W0 and H0 being
+  /// drawn on a host thread meanwhile (a random init is a sequential RNG stream on the host:
+  /// about 1 s for 2.4M cells at k = 20, which the device would otherwise wait for at every
+  /// refill). The job goes into the next free slot, as it would have without the look-ahead:
+  /// the same job to the same slot, the same numbers.
+  struct Ahead {
+    Job job;
+    std::vector<T> h, w;
+    std::future<void> drawn;  ///< declared last: destroyed (waited for) before h and w
+  };
+  std::optional<Ahead> ahead_;
+
+  /// Take the next job from the source and start drawing its init (a factorization with
+  /// --init random only: the NNDSVD inits run on the device).
+  void draw_ahead(const JobSource& next) {
+    if (exhausted_ || ahead_ || mode_ != RunMode::factorize || opt_.init != InitKind::random)
+      return;
+    auto job = next();
+    if (!job) {
+      exhausted_ = true;
+      return;
+    }
+    ahead_.emplace();
+    Ahead& a = *ahead_;
+    a.job = *job;
+    a.h.resize(size_t(k_ * g_));
+    a.w.resize(size_t(n_global_ * k_));
+    a.drawn = std::async(std::launch::async, [seed = job->seed, mean = mean_, k = k_,
+                                              n = n_global_, g = g_, h = a.h.data(),
+                                              w = a.w.data()]() {
+      random_init<T>(seed, mean, k, n, g, h, w);
+    });
+  }
+
   template <class Rule>
-  void init_slot(int r, const Job& job) {
+  void init_slot(int r, const Job& job, Ahead* drawn = nullptr) {
     Slot& s = slots_[size_t(r)];
     s = Slot{};
     s.active = true;
@@ -296,12 +341,19 @@ private:
     s.start = std::chrono::steady_clock::now();
     if (mode_ == RunMode::factorize) {
       // every row block draws the whole W0 (the RNG stream is sequential) and keeps its rows
-      std::vector<T> h(size_t(k_ * g_)), w(size_t(n_global_ * k_));
-      if (opt_.init == InitKind::random) {
-        random_init<T>(job.seed, mean_, k_, n_global_, g_, h.data(), w.data());
-      } else if constexpr (Part::whole_matrix) {
-        // each replicate its own randomized SVD from its seed, as cNMF's jobs do
-        nndsvd_init(space_, X_, k_, job.seed, opt_.init, mean_, h.data(), w.data());
+      std::vector<T> h, w;
+      if (drawn) {  // drawn on the host while the batch ran (draw_ahead)
+        h = std::move(drawn->h);
+        w = std::move(drawn->w);
+      } else {
+        h.resize(size_t(k_ * g_));
+        w.resize(size_t(n_global_ * k_));
+        if (opt_.init == InitKind::random) {
+          random_init<T>(job.seed, mean_, k_, n_global_, g_, h.data(), w.data());
+        } else if constexpr (Part::whole_matrix) {
+          // each replicate its own randomized SVD from its seed, as cNMF's jobs do
+          nndsvd_init(space_, X_, k_, job.seed, opt_.init, mean_, h.data(), w.data());
+        }
       }
       b_.upload_rows_right(h.data(), r, b_.H, b_.H_next, g_);
       b_.upload_rows_left(w.data() + row0_ * k_, r, b_.W, b_.P, n_);
