@@ -215,11 +215,12 @@ TEST_P(Kernels, MuUpdateEqualsHostReference) {
   EXPECT_LT(worst, 1e-13) << "R=" << R << " k=" << k;
 }
 
-// k = 4, 20: scratch paths; 71 / 72: the last k whose G + l2 I fits the CD kernel's scratch,
-// and the first that does not; 110: the Gram without scratch tiles.
+// k = 4, 20: scratch paths; 31 / 32: the last k of the thread-per-column CD sweep and the
+// first of the lanes-per-column one (cd_lanes_from_k); 71 / 72: the last k whose G + l2 I fits
+// the CD kernel's scratch, and the first that does not; 110: the Gram without scratch tiles.
 INSTANTIATE_TEST_SUITE_P(Sizes, Kernels,
-                         ::testing::Values(Case{3, 4}, Case{3, 20}, Case{2, 71}, Case{2, 72},
-                                           Case{2, 110}),
+                         ::testing::Values(Case{3, 4}, Case{3, 20}, Case{3, 31}, Case{3, 32},
+                                           Case{2, 71}, Case{2, 72}, Case{2, 110}),
                          [](const auto& info) {
                            return "R" + std::to_string(info.param.R) + "_k" +
                                   std::to_string(info.param.k);
