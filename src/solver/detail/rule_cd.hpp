@@ -77,7 +77,8 @@ struct CdRule {
                                           const SlotMask& active, const Regularization& reg,
                                           const SolverOptions&) {
     cd_update(space, f.W, f.P, f.G, f.R, f.k, active, reg.l1_W, reg.l2_W, f.partial);
-    return sum_slot_partials(space, f.partial, num_chunks(size_type(f.W.extent(1))), f.R, f.partial_h);
+    return sum_slot_partials(space, f.partial, num_chunks(size_type(f.W.extent(1))), f.R,
+                             f.partial_h);
   }
 
   /// scikit-learn's test: stop when the violation fell to tol times the first iteration's.
