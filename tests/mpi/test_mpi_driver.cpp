@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <optional>
 #include <set>
 
 #include "driver_fixtures.hpp"
@@ -47,6 +48,91 @@ std::string counts() {
 
 class MpiDriver : public ::testing::Test {};
 
+// The one-process runs the cases compare against are the same for 1, 2 and 3 ranks. Under
+// ctest they are made once, by the fixture test mpi_driver_references (MpiDriverReferences.*),
+// into the folder KNMF_MPI_REFERENCES that mpi_driver_np1/2/3 then read (tests/mpi/CMakeLists.txt);
+// a case run without that folder makes its own in its temporary folder.
+fs::path shared_references() {
+  const char* d = std::getenv("KNMF_MPI_REFERENCES");
+  return d ? fs::path(d) : fs::path();
+}
+
+// The runs, each named for its reference (the -o file or the cNMF output folder are added).
+std::vector<std::string> native_args() {
+  return {"factorize", counts(), "-k", "5", "7", "--n-iter", "5", "--quiet"};
+}
+std::vector<std::string> rows_args() {
+  return {"factorize", counts(), "-k", "6", "--n-iter", "4", "--quiet", "--save-usages"};
+}
+std::vector<std::string> kl_args() {
+  return {"factorize", counts(), "-k", "4", "--n-iter", "3", "--quiet",
+          "--solver", "mu", "--beta-loss", "kullback-leibler"};
+}
+std::vector<std::string> kill_args() {
+  return {"factorize", counts(), "-k", "5", "6", "--n-iter", "8", "--batch", "2", "--quiet"};
+}
+const std::vector<std::string> cnmf_split{"--worker-index", "1", "--total-workers", "4", "--quiet"};
+
+/// A copy of cNMF's pbmcA prepare output in DIR/pbmcA, writable.
+void copy_pbmc_prepare(const fs::path& dir) {
+  fs::create_directories(dir);
+  fs::copy(pbmc_prepare_dir(), dir / "pbmcA", fs::copy_options::recursive);
+  for (auto& e : fs::recursive_directory_iterator(dir))
+    fs::permissions(e.path(), fs::perms::owner_write, fs::perm_options::add);
+}
+
+/// The one-process results file of `args` (a native run): NAME.h5 in `dir`, made there.
+std::string make_reference(const fs::path& dir, const std::string& name, std::vector<std::string> args) {
+  const auto out = (dir / (name + ".h5")).string();
+  args.insert(args.end(), {"-o", out});
+  const auto r = run_knmf(args);
+  EXPECT_EQ(r.status, 0) << r.out;
+  return out;
+}
+/// cNMF mode: worker 1 of 4 of pbmcA's jobs in DIR/pbmcA.
+void make_cnmf_reference(const fs::path& dir) {
+  copy_pbmc_prepare(dir);
+  auto one = std::vector<std::string>{"factorize", "--output-dir", dir.string(), "--name", "pbmcA"};
+  one.insert(one.end(), cnmf_split.begin(), cnmf_split.end());
+  const auto r = run_knmf(one);
+  EXPECT_EQ(r.status, 0) << r.out;
+}
+
+/// The reference NAME: the shared one if the fixture made it, else made in `tmp`.
+std::string reference(const fs::path& tmp, const std::string& name, const std::vector<std::string>& args) {
+  const auto shared = shared_references() / (name + ".h5");
+  if (!shared_references().empty() && fs::exists(shared)) return shared.string();
+  return make_reference(tmp, name, args);
+}
+fs::path cnmf_reference(const fs::path& tmp) {
+  const auto shared = shared_references() / "cnmf-one";
+  if (!shared_references().empty() && fs::exists(shared / "pbmcA" / "cnmf_tmp")) return shared;
+  make_cnmf_reference(tmp / "one");
+  return tmp / "one";
+}
+
+// The fixture: every reference, each run checked (exit 0, a complete results file).
+TEST(MpiDriverReferences, OneProcessRunsForEveryRankCount) {
+  std::optional<TempDir> own;
+  fs::path dir = shared_references();
+  if (dir.empty()) {
+    own.emplace("knmf-mpi-refs");
+    dir = own->path();
+  }
+  fs::remove_all(dir);  // never an earlier build's
+  fs::create_directories(dir);
+  for (const auto& [name, args] : std::vector<std::pair<std::string, std::vector<std::string>>>{
+           {"native", native_args()}, {"rows", rows_args()}, {"kl", kl_args()}, {"kill", kill_args()}}) {
+    const auto out = make_reference(dir, name, args);
+    EXPECT_TRUE(io::ResultsReader::open(out).complete()) << name;
+  }
+  make_cnmf_reference(dir / "cnmf-one");
+  std::size_t spectra = 0;
+  for (auto& e : fs::directory_iterator(dir / "cnmf-one" / "pbmcA" / "cnmf_tmp"))
+    spectra += e.path().string().find(".spectra.") != std::string::npos;
+  EXPECT_EQ(spectra, 20u);
+}
+
 /// Compare two results files: bitwise, or within `tol` (relative, spectra) when reordered sums.
 void compare_results(const std::string& a, const std::string& b, double tol) {
   const auto ra = io::ResultsReader::open(a), rb = io::ResultsReader::open(b);
@@ -67,15 +153,15 @@ void compare_results(const std::string& a, const std::string& b, double tol) {
 
 TEST_F(MpiDriver, NativeJobDistributionEqualsOneProcess) {
   TempDir tmp("knmf-mpi-native");
-  const std::vector<std::string> common{"factorize", counts(), "-k", "5", "7", "--n-iter", "5", "--quiet"};
+  const auto common = native_args();
   auto with = [&](std::string out, std::vector<std::string> extra) {
     auto a = common;
     a.insert(a.end(), {"-o", out});
     a.insert(a.end(), extra.begin(), extra.end());
     return a;
   };
-  const auto ref = (tmp.path() / "ref.h5").string();
-  ASSERT_EQ(run_knmf(with(ref, {})).status, 0);
+  const auto ref = reference(tmp.path(), "native", common);
+  ASSERT_FALSE(HasFailure());
   for (const auto& extra : std::vector<std::vector<std::string>>{{}, {"--static"}}) {
     const auto out = (tmp.path() / ("mpi" + std::to_string(extra.size()) + ".h5")).string();
     const auto r = run(mpi(with(out, extra)));
@@ -86,12 +172,10 @@ TEST_F(MpiDriver, NativeJobDistributionEqualsOneProcess) {
 
 TEST_F(MpiDriver, NativeRowPartitionMatchesOneProcess) {
   TempDir tmp("knmf-mpi-rows");
-  const auto ref = (tmp.path() / "ref.h5").string(), out = (tmp.path() / "rows.h5").string();
-  const std::vector<std::string> a{"factorize", counts(), "-k", "6", "--n-iter", "4", "--quiet",
-                                   "--save-usages"};
-  auto ra = a;
-  ra.insert(ra.end(), {"-o", ref});
-  ASSERT_EQ(run_knmf(ra).status, 0);
+  const auto out = (tmp.path() / "rows.h5").string();
+  const auto a = rows_args();
+  const auto ref = reference(tmp.path(), "rows", a);
+  ASSERT_FALSE(HasFailure());
   auto rb = a;
   rb.insert(rb.end(), {"-o", out, "--distribute", "rows"});
   const auto r = run(mpi(rb));
@@ -106,12 +190,9 @@ TEST_F(MpiDriver, NativeRowPartitionMatchesOneProcess) {
 // rounding (the beta rule's sums over the ranks).
 TEST_F(MpiDriver, KullbackLeiblerJobsAndRowsMatchOneProcess) {
   TempDir tmp("knmf-mpi-kl");
-  const std::vector<std::string> a{"factorize", counts(), "-k", "4", "--n-iter", "3", "--quiet",
-                                   "--solver", "mu", "--beta-loss", "kullback-leibler"};
-  const auto ref = (tmp.path() / "ref.h5").string();
-  auto ra = a;
-  ra.insert(ra.end(), {"-o", ref});
-  ASSERT_EQ(run_knmf(ra).status, 0);
+  const auto a = kl_args();
+  const auto ref = reference(tmp.path(), "kl", a);
+  ASSERT_FALSE(HasFailure());
   EXPECT_EQ(io::ResultsReader::open(ref).info().beta_loss, "kullback-leibler");
   const auto jobs = (tmp.path() / "jobs.h5").string(), rows = (tmp.path() / "rows.h5").string();
   auto rj = a;
@@ -128,30 +209,22 @@ TEST_F(MpiDriver, KullbackLeiblerJobsAndRowsMatchOneProcess) {
 
 TEST_F(MpiDriver, CnmfModeWritesTheSameFilesAsOneProcess) {
   TempDir tmp("knmf-mpi-cnmf");
-  for (const char* d : {"one", "many"}) {
-    fs::create_directories(tmp.path() / d);
-    fs::copy(pbmc_prepare_dir(), tmp.path() / d / "pbmcA",
-             fs::copy_options::recursive);
-    for (auto& e : fs::recursive_directory_iterator(tmp.path() / d))
-      fs::permissions(e.path(), fs::perms::owner_write, fs::perm_options::add);
-  }
-  const std::vector<std::string> split{"--worker-index", "1", "--total-workers", "4", "--quiet"};
-  auto one = std::vector<std::string>{"factorize", "--output-dir", (tmp.path() / "one").string(), "--name", "pbmcA"};
-  one.insert(one.end(), split.begin(), split.end());
-  ASSERT_EQ(run_knmf(one).status, 0);
+  const fs::path one = cnmf_reference(tmp.path());
+  ASSERT_FALSE(HasFailure());
+  copy_pbmc_prepare(tmp.path() / "many");
   auto many = std::vector<std::string>{"factorize", "--output-dir", (tmp.path() / "many").string(), "--name", "pbmcA"};
-  many.insert(many.end(), split.begin(), split.end());
+  many.insert(many.end(), cnmf_split.begin(), cnmf_split.end());
   const auto r = run(mpi(many));
   ASSERT_EQ(r.status, 0) << r.out;
   std::set<std::string> a, b;
-  for (auto& e : fs::directory_iterator(tmp.path() / "one" / "pbmcA" / "cnmf_tmp"))
+  for (auto& e : fs::directory_iterator(one / "pbmcA" / "cnmf_tmp"))
     if (e.path().string().find(".spectra.") != std::string::npos) a.insert(e.path().filename().string());
   for (auto& e : fs::directory_iterator(tmp.path() / "many" / "pbmcA" / "cnmf_tmp"))
     if (e.path().string().find(".spectra.") != std::string::npos) b.insert(e.path().filename().string());
   EXPECT_EQ(a, b);
   EXPECT_EQ(a.size(), 20u);
   for (const auto& f : a) {
-    const auto x = io::read_df_npz((tmp.path() / "one" / "pbmcA" / "cnmf_tmp" / f).string());
+    const auto x = io::read_df_npz((one / "pbmcA" / "cnmf_tmp" / f).string());
     const auto y = io::read_df_npz((tmp.path() / "many" / "pbmcA" / "cnmf_tmp" / f).string());
     EXPECT_EQ(x.data, y.data) << f;
   }
@@ -159,12 +232,10 @@ TEST_F(MpiDriver, CnmfModeWritesTheSameFilesAsOneProcess) {
 
 TEST_F(MpiDriver, KilledRunResumesWithoutRedoingFinishedJobs) {
   TempDir tmp("knmf-mpi-kill");
-  const auto out = (tmp.path() / "r.h5").string(), ref = (tmp.path() / "ref.h5").string();
-  const std::vector<std::string> a{"factorize", counts(), "-k", "5", "6", "--n-iter", "8", "--batch",
-                                   "2", "--quiet"};
-  auto ar = a;
-  ar.insert(ar.end(), {"-o", ref});
-  ASSERT_EQ(run_knmf(ar).status, 0);
+  const auto out = (tmp.path() / "r.h5").string();
+  const auto a = kill_args();
+  const auto ref = reference(tmp.path(), "kill", a);
+  ASSERT_FALSE(HasFailure());
   auto ao = a;
   ao.insert(ao.end(), {"-o", out});
   const auto args = mpi(ao);
