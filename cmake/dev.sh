@@ -33,6 +33,13 @@ configure_build() {  # $1 build dir, $2 prefix, rest: cmake args
     launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
     # Paths under the checkout are hashed relative to it: clones in other folders share hits.
     export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD}
+    # ... also for compiles with debug information (the sanitizer and fuzz builds, -g1/-g): by
+    # default ccache hashes the working directory into those, so each clone's folder missed
+    # every one of them (measured: the sanitizer build of a second clone compiled from
+    # scratch). The cost: a cached object's debug information names the folder of the clone
+    # that compiled it first (DW_AT_comp_dir), so a sanitizer report's file paths may point
+    # there; file names and lines are right.
+    export CCACHE_NOHASHDIR=${CCACHE_NOHASHDIR:-true}
   fi
   cmake -G Ninja -S . -B "$bdir" -DCMAKE_BUILD_TYPE=Release "${launcher[@]}" \
     -DKokkos_ROOT="$prefix" -DKokkosKernels_ROOT="$prefix" "$@" ${KNMF_CMAKE_ARGS:-}
@@ -131,7 +138,7 @@ case "$cmd" in
     launcher=()
     if command -v ccache >/dev/null && [[ "${KNMF_CCACHE:-1}" != 0 ]]; then
       launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
-      export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD}
+      export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD} CCACHE_NOHASHDIR=${CCACHE_NOHASHDIR:-true}
     fi
     cmake -G Ninja -S . -B "$bdir" -DKNMF_ENABLE_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
       -DCMAKE_CXX_COMPILER="${KNMF_FUZZ_CXX:-clang++-14}" -DCMAKE_C_COMPILER="${KNMF_FUZZ_CC:-clang-14}" \
