@@ -35,7 +35,7 @@ double brute_force(const std::vector<double>& w, int rows, int cols) {
 }
 
 TEST(Hungarian, OptimalAgainstBruteForce) {
-  detail::SimRng rng(3, 0, 0);
+  knmf::prepare::detail::SimRng rng(3, 0, 0);
   for (int trial = 0; trial < 200; ++trial) {
     const int rows = 1 + int(rng.below(6)), cols = 1 + int(rng.below(6));
     std::vector<double> w(size_t(rows * cols));
@@ -59,7 +59,7 @@ TEST(Hungarian, BeatsGreedy) {
 }
 
 TEST(Recovery, KnownPermutationScaleAndGeneSubset) {
-  detail::SimRng rng(11, 0, 0);
+  knmf::prepare::detail::SimRng rng(11, 0, 0);
   const int P = 4;
   const std::int64_t g = 50;
   std::vector<double> truth(size_t(P * g));

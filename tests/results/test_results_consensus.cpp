@@ -59,7 +59,7 @@ std::vector<std::string> cell_names(const RunInfo& info) {
   return cells;
 }
 
-std::vector<fs::path> listing(const fs::path& dir) {
+std::vector<fs::path> dir_listing(const fs::path& dir) {
   std::vector<fs::path> v;
   for (const auto& e : fs::directory_iterator(dir)) v.push_back(e.path().filename());
   std::sort(v.begin(), v.end());
@@ -100,7 +100,7 @@ TEST(ResultsConsensus, RoundTripAndReplacement) {
   add.cells = cell_names(info);
   add.k_selection = synthetic_k_selection(info, 1);
   knmf::io::update_results_file(path, add);
-  EXPECT_EQ(listing(dir.path()), (std::vector<fs::path>{"before.h5", "run.h5"})) << "a temporary file was left";
+  EXPECT_EQ(dir_listing(dir.path()), (std::vector<fs::path>{"before.h5", "run.h5"})) << "a temporary file was left";
   {
     const auto r = ResultsReader::open(path);
     EXPECT_EQ(r.format_version(), 3);  // stays 3: consensus outputs need 2
@@ -274,7 +274,7 @@ TEST(ResultsConsensus, BadAdditionsAreOneLineErrorsAndChangeNothing) {
     for (const auto& f : fragments) EXPECT_NE(msg.find(f), std::string::npos) << msg << "\n  lacks: " << f;
     std::printf("  InputError: %s\n", msg.c_str());
     EXPECT_EQ(slurp(path), bytes) << "the file changed";
-    EXPECT_EQ(listing(dir.path()), std::vector<fs::path>{"run.h5"});
+    EXPECT_EQ(dir_listing(dir.path()), std::vector<fs::path>{"run.h5"});
   };
   const auto cells = cell_names(info);
   auto with = [&](ConsensusRecord r) {
@@ -367,11 +367,11 @@ TEST(ResultsConsensus, BadAdditionsAreOneLineErrorsAndChangeNothing) {
   };
   EXPECT_THROW(knmf::io::update_results_file(path, add, abandon), InputError);
   EXPECT_EQ(slurp(path), bytes);
-  EXPECT_EQ(listing(dir.path()), (std::vector<fs::path>{"other.h5", "run.h5"}));
+  EXPECT_EQ(dir_listing(dir.path()), (std::vector<fs::path>{"other.h5", "run.h5"}));
   // check_results_updatable changes nothing
   knmf::io::check_results_updatable(path);
   EXPECT_EQ(slurp(path), bytes);
-  EXPECT_EQ(listing(dir.path()), (std::vector<fs::path>{"other.h5", "run.h5"}));
+  EXPECT_EQ(dir_listing(dir.path()), (std::vector<fs::path>{"other.h5", "run.h5"}));
 }
 
 // finish() with compression rewrites the file: the consensus groups added before come along.

@@ -18,7 +18,7 @@ using namespace knmf;
 using knmf::test::FakeRun;
 using knmf::test::TempDir;
 
-CompareReport compare(const std::string& a, const std::string& b) {
+CompareReport compare_files(const std::string& a, const std::string& b) {
   CompareOptions o;
   o.a = a;
   o.b = b;
@@ -80,7 +80,7 @@ TEST(ResultsFailed, CompareLeavesOutNonFiniteReplicates) {
   const FakeRun run = knmf::test::make_fake_run({3, 4}, 3, 20);
   write_with_failures(run, tmp / "a.h5", {{4, 1}});
   write_with_failures(run, tmp / "b.h5", {});
-  const auto r = compare((tmp / "a.h5").string(), (tmp / "b.h5").string());
+  const auto r = compare_files((tmp / "a.h5").string(), (tmp / "b.h5").string());
   EXPECT_FALSE(r.passed());
   EXPECT_EQ(r.overall.jobs, 5);
   EXPECT_TRUE(r.only_in_a.empty());
