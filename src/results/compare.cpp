@@ -19,6 +19,7 @@
 #include "knmf/io/dataframe.hpp"
 #include "knmf/results/results_file.hpp"
 #include "knmf/core/assignment.hpp"
+#include "knmf/core/format.hpp"
 
 namespace knmf {
 
@@ -36,12 +37,6 @@ struct JobMeta {
   std::optional<double> final_error;
   std::optional<std::int64_t> seed;
 };
-
-std::string join_ints(const std::vector<int>& v) {
-  std::string s;
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? " " : "") + std::to_string(v[i]);
-  return s;
-}
 
 /// `pick` folded over the values, NaN when any value is NaN; `empty` for no values.
 template <class Pick>
