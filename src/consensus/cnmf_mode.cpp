@@ -21,6 +21,13 @@ namespace fs = std::filesystem;
 
 namespace {
 
+/// A consensus' warnings on stderr, "knmf: warning: ...", each once per command (the same
+/// genes are flagged for every k).
+void print_warnings(const ConsensusResult& r, std::set<std::string>& printed) {
+  for (const auto& w : r.warnings)
+    if (printed.insert(w).second) std::cerr << "knmf: warning: " << w << "\n";
+}
+
 std::vector<io::Label> to_labels(const std::vector<std::string>& v) {
   return std::vector<io::Label>(v.begin(), v.end());
 }
@@ -313,11 +320,13 @@ std::vector<CnmfConsensusOutcome> run_cnmf_consensus(const ExecSpace& space,
   TpmFiles tf = open_tpm(paths.tpm(), paths.tpm_stats(), paths.nmf_genes_list(), in.genes, *in.X);
 
   std::vector<CnmfConsensusOutcome> outcomes;
+  std::set<std::string> printed;
   for (size_t i = 0; i < ks.size(); ++i) {
     CnmfConsensusOutcome o;
     o.k = ks[i];
     o.result = run_consensus(space, merged[i].values, ks[i], *in.X, tf.source ? &tf.input : nullptr,
                              in.solver, req.options);
+    print_warnings(o.result, printed);
     o.merged = std::move(merged[i]);
     set_output_types(o, tf);
     outcomes.push_back(std::move(o));
@@ -536,14 +545,22 @@ std::vector<CnmfConsensusOutcome> run_native_consensus(const ExecSpace& space,
   req.options.validate();
   check_native_outputs(req);
   NativeInputs in = read_native(req);
+  // (checked before the TPM is read: a --tpm-stats that does not exist was ignored, the
+  // standard deviations then computed from the TPM without a word)
+  if (!req.tpm_stats.empty() && req.tpm.empty())
+    input_error("--tpm-stats ", req.tpm_stats, ": needs --tpm (the TPM matrix it describes)");
+  if (!req.tpm_stats.empty() && !fs::is_regular_file(req.tpm_stats))
+    input_error("--tpm-stats ", req.tpm_stats, ": no such file");
   TpmFiles tf = open_tpm(req.tpm, req.tpm_stats, "", in.genes, *in.X);
   if (!req.tpm.empty() && !tf.source) input_error("--tpm ", req.tpm, ": no such file");
   std::vector<CnmfConsensusOutcome> outcomes;
+  std::set<std::string> printed;
   for (size_t i = 0; i < in.ks.size(); ++i) {
     CnmfConsensusOutcome o;
     o.k = in.ks[i];
     o.result = run_consensus(space, in.merged[i].values, in.ks[i], *in.X,
                              tf.source ? &tf.input : nullptr, in.solver, req.options);
+    print_warnings(o.result, printed);
     o.merged = std::move(in.merged[i]);
     set_output_types(o, tf);
     outcomes.push_back(std::move(o));

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 #include <cstdlib>
 #include <limits>
 #include <numeric>
@@ -285,9 +286,18 @@ void tpm_outputs(const ExecSpace& space, const TpmInput& tpm, const HostRows& U,
   if (tpm.float32)
     for (auto& v : out.spectra_tpm.values) v = double(to_f32(v));
 
-  // starCAT reference spectra (cNMF's build_reference, from the .txt values)
+  // starCAT reference spectra (cNMF's build_reference, from the .txt values). A gene whose
+  // TPM has no spread (standard deviation 0: in practice a gene with no counts in any cell)
+  // is divided by 0 there, and cNMF writes NaN (or inf) for it. knmf writes 0 instead, the
+  // value such a gene's unit-variance column gets in the usage refit below (it carries no
+  // signal to match a cell against), and says which genes (ConsensusResult::warnings).
   const size_type gh = size_type(tpm.hvg_columns.size());
   out.starcat = HostRows{k, gh, std::vector<double>(size_t(k * gh))};
+  std::vector<size_type> flat;  // HVGs with standard deviation 0
+  for (size_type h = 0; h < gh; ++h) {
+    const int j = tpm.hvg_columns[size_t(h)];
+    if (j >= 0 && j < gt && !(gene_std[size_t(j)] > 0.0)) flat.push_back(h);
+  }
   for (int t = 0; t < k; ++t) {
     std::vector<double> row(out.spectra_tpm.row(t), out.spectra_tpm.row(t) + gt);
     if (tpm.float32)
@@ -295,8 +305,22 @@ void tpm_outputs(const ExecSpace& space, const TpmInput& tpm, const HostRows& U,
     const double s = detail::pairwise_sum(row.data(), gt);
     for (size_type h = 0; h < gh; ++h) {
       const int j = tpm.hvg_columns[size_t(h)];
-      out.starcat.row(t)[h] = row[size_t(j)] / s * 1e6 / gene_std[size_t(j)];
+      const double sd = gene_std[size_t(j)];
+      out.starcat.row(t)[h] = sd > 0.0 ? row[size_t(j)] / s * 1e6 / sd : 0.0;
     }
+  }
+  if (!flat.empty()) {
+    const auto names = T.column_names();
+    std::string list;
+    for (size_t i = 0; i < flat.size() && i < 10; ++i) {
+      const int j = tpm.hvg_columns[size_t(flat[i])];
+      list += (i ? ", " : "") + (size_t(j) < names.size() ? names[size_t(j)] : std::to_string(j));
+    }
+    if (flat.size() > 10) list += ", ... (" + std::to_string(flat.size() - 10) + " more)";
+    out.warnings.push_back(std::to_string(flat.size()) + " of the " + std::to_string(gh) +
+                           " genes have standard deviation 0 in " + T.name() +
+                           " (no counts): their starCAT spectra values are 0 (cNMF would write "
+                           "NaN): " + list);
   }
 
   // final usages: refit of the unit-variance HVG TPM on the HVG TPM spectra / std
@@ -396,6 +420,18 @@ ConsensusResult run_consensus(const ExecSpace& space, const HostRows& merged, in
                   " genes of ", X.name());
     tpm_outputs(space, *tpm, out.refit.W, run, opts.stream_block_nnz, out);
   }
+  // No output is returned (so none written) unless every value is finite: the rule the
+  // factorization's results follow.
+  const std::pair<const char*, const HostRows*> outputs[] = {
+      {"consensus spectra", &out.spectra},       {"usages", &out.refit.W},
+      {"TPM spectra", &out.spectra_tpm},         {"gene scores", &out.spectra_score},
+      {"starCAT spectra", &out.starcat},         {"TPM usages", &out.tpm_usage_refit.W}};
+  for (const auto& [what, m] : outputs)
+    for (size_t i = 0; i < m->values.size(); ++i)
+      if (!std::isfinite(m->values[i]))
+        input_error("consensus k = ", k, ": the ", what, " hold a non-finite value (", m->values[i],
+                    " at row ", i / size_t(std::max<size_type>(m->cols, 1)) + 1, ", column ",
+                    i % size_t(std::max<size_type>(m->cols, 1)) + 1, "); nothing is written");
   return out;
 }
 

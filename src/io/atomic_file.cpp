@@ -142,9 +142,33 @@ int remove_leftover_temps(const fs::path& target, bool only_dead_writers) {
     // a live process may still be writing it (kill(pid, 0): exists, or exists but not ours)
     if (only_dead_writers && (pid == ::getpid() || ::kill(pid, 0) == 0 || errno == EPERM)) continue;
     std::error_code rm;
-    if (fs::remove(e.path(), rm)) ++removed;
+    if (fs::remove_all(e.path(), rm) > 0 && !rm) ++removed;
   }
   return removed;
+}
+
+AtomicFolder::AtomicFolder(const fs::path& target, std::string what) {
+  if (what.empty()) what = target.string();
+  const fs::path dir = folder_of(target);
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) input_error(what, ": output folder '", dir.string(), "' does not exist");
+  remove_leftover_temps(target);  // a killed writer's folder (its process no longer runs)
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    const fs::path t = next_temp(target);
+    if (::mkdir(t.c_str(), 0777) == 0) {
+      temp_ = t;
+      return;
+    }
+    if (errno != EEXIST)
+      input_error(what, ": cannot create a folder in '", dir.string(), "': ", std::strerror(errno));
+  }
+  input_error(what, ": cannot create a temporary folder in '", dir.string(), "'");
+}
+
+AtomicFolder::~AtomicFolder() {
+  if (dismissed_ || temp_.empty()) return;
+  std::error_code ec;
+  fs::remove_all(temp_, ec);
 }
 
 bool same_file(const std::filesystem::path& a, const std::filesystem::path& b) {

@@ -13,6 +13,7 @@
 #include <variant>
 
 #include "h5ad_types.hpp"
+#include "knmf/io/utf8.hpp"
 #include "knmf/core/error.hpp"
 #include "io/hdf5.hpp"
 #include "knmf/io/h5ad.hpp"
@@ -124,48 +125,6 @@ private:
   hid_t type_, space_, dxpl_;
   void* buf_;
 };
-
-/// Offset of the first byte of `s` that is not part of well-formed UTF-8 (no overlong forms,
-/// no surrogates, nothing above U+10FFFF), or npos.
-std::size_t invalid_utf8_at(const std::string& s) {
-  const auto* b = reinterpret_cast<const unsigned char*>(s.data());
-  const std::size_t n = s.size();
-  std::size_t i = 0;
-  while (i < n) {
-    const unsigned c = b[i];
-    std::size_t len = 0;
-    unsigned lo = 0x80, hi = 0xBF;  // allowed range of the second byte
-    if (c < 0x80) { ++i; continue; }
-    if (c >= 0xC2 && c <= 0xDF) len = 2;
-    else if (c == 0xE0) { len = 3; lo = 0xA0; }
-    else if (c >= 0xE1 && c <= 0xEC) len = 3;
-    else if (c == 0xED) { len = 3; hi = 0x9F; }
-    else if (c >= 0xEE && c <= 0xEF) len = 3;
-    else if (c == 0xF0) { len = 4; lo = 0x90; }
-    else if (c >= 0xF1 && c <= 0xF3) len = 4;
-    else if (c == 0xF4) { len = 4; hi = 0x8F; }
-    else return i;
-    if (i + len > n || b[i + 1] < lo || b[i + 1] > hi) return i;
-    for (std::size_t k = 2; k < len; ++k)
-      if (b[i + k] < 0x80 || b[i + k] > 0xBF) return i;
-    i += len;
-  }
-  return std::string::npos;
-}
-
-/// "47 65 6e ff": the bytes of `s` in hex (at most 64 of them, then "...").
-std::string hex_bytes(const std::string& s) {
-  static const char* digits = "0123456789abcdef";
-  std::string out;
-  for (std::size_t i = 0; i < s.size() && i < 64; ++i) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    if (i) out += ' ';
-    out += digits[c >> 4];
-    out += digits[c & 15];
-  }
-  if (s.size() > 64) out += " ...";
-  return out;
-}
 
 void check_rows(std::int64_t r0, std::int64_t r1, std::int64_t n, const char* what) {
   if (r0 < 0 || r1 < r0 || r1 > n)

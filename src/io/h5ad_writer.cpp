@@ -13,6 +13,7 @@
 #include <type_traits>
 
 #include "h5ad_types.hpp"
+#include "knmf/io/utf8.hpp"
 #include "knmf/core/error.hpp"
 #include "knmf/io/atomic_file.hpp"
 #include "io/hdf5.hpp"
@@ -272,12 +273,18 @@ H5adWriter::~H5adWriter() {
 void H5adWriter::set_obs_names(std::vector<std::string> names) {
   if (static_cast<std::int64_t>(names.size()) != impl_->n_obs)
     input_error(impl_->file, ": ", names.size(), " obs names given for ", impl_->n_obs, " rows");
+  for (std::size_t i = 0; impl_->opts.check_names_utf8 && i < names.size(); ++i)
+    require_utf8_name(names[i], impl_->file + ": cell name " + std::to_string(i) + " (obs_names[" +
+                                    std::to_string(i) + "])");
   impl_->obs = std::move(names);
 }
 
 void H5adWriter::set_var_names(std::vector<std::string> names) {
   if (static_cast<std::int64_t>(names.size()) != impl_->n_vars)
     input_error(impl_->file, ": ", names.size(), " var names given for ", impl_->n_vars, " columns");
+  for (std::size_t i = 0; impl_->opts.check_names_utf8 && i < names.size(); ++i)
+    require_utf8_name(names[i], impl_->file + ": gene name " + std::to_string(i) + " (var_names[" +
+                                    std::to_string(i) + "])");
   impl_->var = std::move(names);
 }
 

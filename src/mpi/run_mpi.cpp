@@ -536,9 +536,15 @@ FactorizeSummary run_factorize(const FactorizeConfig& config, const DistributeOp
     return c.dtype == Dtype::float32 ? detail::run_factorize_with<float>(c, parts, log)
                                      : detail::run_factorize_with<double>(c, parts, log);
   } catch (const std::exception& e) {
-    if (parts.failed_together()) throw;
+    // the writing rank's full disk: what the results file keeps and how to resume
+    const std::string note =
+        rank == kRoot && dynamic_cast<const InputError*>(&e) ? detail::full_disk_note(c, e.what()) : "";
+    if (parts.failed_together()) {
+      if (note.empty()) throw;
+      throw InputError(e.what() + note);
+    }
     // One rank's failure ends the whole run at once (no rank is left waiting in a collective).
-    std::cerr << "knmf: error: " << e.what();
+    std::cerr << "knmf: error: " << e.what() << note;
     if (rank != kRoot) std::cerr << " (rank " << rank << ")";
     std::cerr << "\n" << std::flush;
     MPI_Abort(comm, 1);

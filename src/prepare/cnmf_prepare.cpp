@@ -1,7 +1,9 @@
 #include "knmf/prepare/cnmf_prepare.hpp"
 
+#include <signal.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -71,19 +73,33 @@ std::vector<std::string> read_genes_file(const std::string& path) {
   return genes;
 }
 
-// Removes what this run created unless dismissed: the staging folder, and OUTPUT_DIR's
-// folders when they were created here and are still empty.
+// Removes what this run created unless dismissed: OUTPUT_DIR's folders when they were
+// created here and are still empty (the staging folder, an io::AtomicFolder, removes itself).
 struct Cleanup {
-  fs::path staging;
   std::vector<fs::path> created;  // outermost first
   bool done = false;
   ~Cleanup() {
     if (done) return;
     std::error_code ec;
-    if (!staging.empty()) fs::remove_all(staging, ec);
     for (auto it = created.rbegin(); it != created.rend(); ++it) fs::remove(*it, ec);  // only if empty
   }
 };
+
+// knmf before issue 27 staged into `.NAME.knmf-prepare-PID`, which a killed run left behind
+// and no later run removed: removed here when that process no longer runs.
+void remove_legacy_staging(const fs::path& out_dir, const std::string& name) {
+  const std::string prefix = "." + name + ".knmf-prepare-";
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(out_dir, ec)) {
+    const std::string f = e.path().filename().string();
+    if (f.rfind(prefix, 0) != 0 || f.size() == prefix.size()) continue;
+    const std::string pid = f.substr(prefix.size());
+    if (pid.find_first_not_of("0123456789") != std::string::npos || pid.size() > 9) continue;
+    if (::kill(pid_t(std::stol(pid)), 0) == 0 || errno == EPERM) continue;
+    std::error_code rm;
+    fs::remove_all(e.path(), rm);
+  }
+}
 
 }  // namespace
 
@@ -199,11 +215,14 @@ CnmfPrepareReport cnmf_prepare(const CnmfPrepareOptions& o) {
       cleanup.created.push_back(*it);
     }
   }
-  const fs::path staging = out_dir / ("." + o.name + ".knmf-prepare-" + std::to_string(::getpid()));
+  // The run folder is built in a staging folder beside it (io::AtomicFolder: a temporary
+  // name that the next command writing here removes if this process is killed), then moved
+  // into place.
+  remove_legacy_staging(out_dir, o.name);
+  io::AtomicFolder stage(run_dir, "--output-dir " + o.output_dir);
+  const fs::path staging = stage.path();
   {
     std::error_code ec;
-    fs::remove_all(staging, ec);
-    cleanup.staging = staging;
     if (!fs::create_directories(staging / "cnmf_tmp", ec) || ec)
       input_error("--output-dir ", o.output_dir, ": cannot create ", (staging / "cnmf_tmp").string(),
                   ": ", ec ? ec.message() : "failed");
@@ -266,6 +285,7 @@ CnmfPrepareReport cnmf_prepare(const CnmfPrepareOptions& o) {
   if (!fs::exists(run_dir)) {
     fs::rename(staging, run_dir, ec);
     if (ec) input_error(run_dir.string(), ": cannot move the prepared run folder into place: ", ec.message());
+    stage.dismiss();
   } else {
     rep.replaced_existing = true;
     fs::create_directories(run_dir / "cnmf_tmp", ec);

@@ -15,6 +15,7 @@
 
 #include "../io/hdf5.hpp"
 #include "knmf/core/error.hpp"
+#include "knmf/io/utf8.hpp"
 #include "knmf/io/dataframe.hpp"
 #include "knmf/io/h5ad.hpp"
 
@@ -198,6 +199,7 @@ void read_tenx_mtx(const std::string& path, CountFile::State& st, CountSource& s
       if (f.size() < 2)
         input_error(gene_file, ": line ", r.line_no(), " has ", f.size(),
                     " tab-separated field(s); expected gene id and symbol");
+      io::require_utf8_name(f[1], gene_file + ": line " + std::to_string(r.line_no()) + " (a gene name)");
       symbols.push_back(f[1]);
       keep.push_back(f.size() < 3 || f[2] == "Gene Expression");
     }
@@ -206,7 +208,10 @@ void read_tenx_mtx(const std::string& path, CountFile::State& st, CountSource& s
   {
     LineReader r(barcodes);
     std::string line;
-    while (r.next(line)) cells.push_back(split(line, '\t')[0]);
+    while (r.next(line)) {
+      cells.push_back(split(line, '\t')[0]);
+      io::require_utf8_name(cells.back(), barcodes + ": line " + std::to_string(r.line_no()) + " (a cell barcode)");
+    }
   }
 
   LineReader r(path);
@@ -387,6 +392,12 @@ void open_tenx_h5(const std::string& path, std::shared_ptr<CountFile::State>& st
   if (!types.empty() && types.size() != names.size())
     input_error(path, ": ", types.size(), " feature types for ", names.size(), " features");
   auto cells = h5_strings(path, f, grp + "/barcodes");
+  for (std::size_t i = 0; i < cells.size(); ++i)
+    io::require_utf8_name(cells[i], path + ": " + grp + "/barcodes[" + std::to_string(i) + "] (a cell barcode)");
+  for (std::size_t i = 0; i < names.size(); ++i)
+    io::require_utf8_name(names[i], path + ": gene name " + std::to_string(i) + " (" + grp +
+                                        (h5::exists(f, grp + "/features") ? "/features/name[" : "/gene_names[") +
+                                        std::to_string(i) + "])");
   if (std::int64_t(cells.size()) != n_cells)
     input_error(path, ": ", cells.size(), " barcodes for the ", n_cells, " cells of matrix/shape");
 
@@ -467,7 +478,10 @@ void read_tsv(const std::string& path, CountFile::State& st, CountSource& src) {
   auto header = split(line, '\t');
   if (header.size() < 2) input_error(path, ": line 1 has no gene names (a tab-separated table: cell index, then genes)");
   std::vector<std::string> genes;
-  for (size_t i = 1; i < header.size(); ++i) genes.push_back(unquote(header[i]));
+  for (size_t i = 1; i < header.size(); ++i) {
+    genes.push_back(unquote(header[i]));
+    io::require_utf8_name(genes.back(), path + ": line 1, field " + std::to_string(i + 1) + " (a gene name)");
+  }
   genes = pandas_mangle(std::move(genes));
   const auto g = std::int64_t(genes.size());
   if (g > std::numeric_limits<std::int32_t>::max()) input_error(path, ": too many genes (", g, ")");
@@ -482,6 +496,7 @@ void read_tsv(const std::string& path, CountFile::State& st, CountSource& src) {
       input_error(path, ": line ", r.line_no(), " has ", f.size(), " fields; the header has ", g + 1,
                   " (cell index and ", g, " genes)");
     cells.push_back(unquote(f[0]));
+    io::require_utf8_name(cells.back(), path + ": line " + std::to_string(r.line_no()) + ", field 1 (a cell name)");
     for (std::int64_t j = 0; j < g; ++j) {
       const auto v = parse_double(f[size_t(j + 1)]);
       if (!v)
@@ -522,6 +537,10 @@ void read_npz(const std::string& path, CountFile::State& st, CountSource& src) {
   std::vector<std::string> cells, genes;
   for (const auto& l : df.index) cells.push_back(io::label_to_string(l));
   for (const auto& l : df.columns) genes.push_back(io::label_to_string(l));
+  for (std::size_t i = 0; i < cells.size(); ++i)
+    io::require_utf8_name(cells[i], path + ": index label " + std::to_string(i) + " (a cell name)");
+  for (std::size_t i = 0; i < genes.size(); ++i)
+    io::require_utf8_name(genes[i], path + ": column label " + std::to_string(i) + " (a gene name)");
   src = count_source(st.csr, std::move(cells), std::move(genes), path);
 }
 

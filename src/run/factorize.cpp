@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -209,7 +210,46 @@ ResultStore::ResultStore(const FactorizeConfig& c, RunPlan& plan, std::vector<st
     : plan_(plan), genes_(std::move(genes)), log_json_(c.log_json),
       last_commit_(std::chrono::steady_clock::now()) {}
 
-void ResultStore::open_results_only() {
+std::string full_disk_note(const FactorizeConfig& c, const std::string& what) {
+  const std::string enospc = std::strerror(ENOSPC);
+  if (c.cnmf_mode() || c.results.empty() || what.size() < enospc.size() ||
+      what.compare(what.size() - enospc.size(), enospc.size(), enospc) != 0)
+    return {};
+  std::error_code ec;
+  if (!fs::is_regular_file(c.results, ec)) return {};
+  const auto bytes = fs::file_size(c.results, ec);
+  std::string held;
+  try {
+    const auto rd = io::ResultsReader::open(c.results);
+    std::int64_t done = 0, all = 0;
+    for (int k : rd.ks())
+      for (auto flag : rd.completed(k)) {
+        done += flag != 0;
+        ++all;
+      }
+    held = " keeps " + std::to_string(done) + " of " + std::to_string(all) + " replicates committed";
+  } catch (const std::exception&) {
+    held = " is left incomplete";
+  }
+  char size[32];
+  std::snprintf(size, sizeof size, "%.1f MB", double(ec ? 0 : bytes) / 1e6);
+  return "; " + c.results + held + " (" + size + "): free space and run the same command again to "
+         "resume it, or remove " + c.results;
+}
+
+std::string x_fingerprint_of(const io::H5adReader& reader) {
+  const std::int64_t n = reader.info().n_obs, g = reader.info().n_vars;
+  const std::int64_t band = std::max<std::int64_t>(1, (std::int64_t(1) << 22) / std::max<std::int64_t>(g, 1));
+  io::XFingerprint fp;
+  io::CsrBlock<double> block;
+  for (std::int64_t r0 = 0; r0 < n; r0 += band)
+    reader.read_csr_rows<double>(r0, std::min(n, r0 + band), block, &fp);
+  return fp.text(n, g);
+}
+
+void ResultStore::open_results_only(const std::string& x_fingerprint) {
+  if (plan_.results_info && !plan_.results && !x_fingerprint.empty())
+    plan_.results_info->input_fingerprint = x_fingerprint;
   if (!open_results(plan_)) return;
   // replicates an earlier run of this results file stored as failed (not pending: not run
   // again, and the file is not complete while they are there)
@@ -217,8 +257,7 @@ void ResultStore::open_results_only() {
 }
 
 void ResultStore::open(const std::string& x_fingerprint) {
-  if (plan_.results_info && !plan_.results) plan_.results_info->input_fingerprint = x_fingerprint;
-  open_results_only();
+  open_results_only(x_fingerprint);
   if (!log_json_.empty() && !json_.is_open()) {
     json_.open(log_json_, std::ios::trunc);
     if (!json_) input_error("--log-json '", log_json_, "': cannot open for writing");
@@ -453,8 +492,14 @@ struct LocalParts {
 FactorizeSummary run_factorize(const FactorizeConfig& config, std::ostream& log) {
   config.validate();
   detail::LocalParts parts;
-  return config.dtype == Dtype::float32 ? detail::run_factorize_with<float>(config, parts, log)
-                                        : detail::run_factorize_with<double>(config, parts, log);
+  try {
+    return config.dtype == Dtype::float32 ? detail::run_factorize_with<float>(config, parts, log)
+                                          : detail::run_factorize_with<double>(config, parts, log);
+  } catch (const InputError& e) {
+    const std::string note = detail::full_disk_note(config, e.what());
+    if (note.empty()) throw;
+    throw InputError(e.what() + note);
+  }
 }
 
 }  // namespace knmf

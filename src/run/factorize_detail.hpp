@@ -93,6 +93,16 @@ void log_warnings(const io::ResultsWriter& w, std::ostream& log);
 /// Native mode: InputError when INPUT.h5ad does not exist, or when -o is that same file.
 void require_input(const FactorizeConfig& c);
 
+/// A run that failed for a full disk (`what` ends in ENOSPC's text) after its results file was
+/// made: "; FILE keeps N of M replicates committed (S MB): free space and run the same command
+/// again to resume it, or remove FILE", so the one error line says what was left on the disk
+/// and what to do with it. "" for any other failure.
+std::string full_disk_note(const FactorizeConfig& c, const std::string& what);
+
+/// X's content fingerprint (io/fingerprint.hpp) by one read-only pass over the file in row
+/// bands of bounded size, for a run that computes nothing.
+std::string x_fingerprint_of(const io::H5adReader& reader);
+
 /// Device memory the run may plan with (free memory, capped by --device-memory-limit).
 std::int64_t run_budget(const FactorizeConfig& c);
 
@@ -187,8 +197,9 @@ public:
   /// The first write of a run, once X is read and valid: open_results(plan) with X's content
   /// fingerprint (io/fingerprint.hpp; "" when unknown), and the --log-json file.
   void open(const std::string& x_fingerprint);
-  /// open_results(plan) alone (a run with nothing to run).
-  void open_results_only();
+  /// open_results(plan) alone (a run with nothing to run), with X's fingerprint when known
+  /// (x_fingerprint_of: a complete results file is still checked against X's content).
+  void open_results_only(const std::string& x_fingerprint = "");
   void begin_k(int R) { commit_every_ = R; }
   /// `write_files`: write the cNMF spectra file here (false when another process does).
   void store(const ReplicateResult& r, bool write_files = true);
@@ -386,11 +397,13 @@ FactorizeSummary run_factorize_with(const FactorizeConfig& c, Parts& parts, std:
   if (plan.jobs.empty()) {
     // a resumed results file may record failed replicates: they are not run again (the same
     // X, seeds and options fail the same way), and the run fails again
-    // X is not read: nothing is computed, so there is no fingerprint to compare
+    // Nothing is computed, but X is still read once (its fingerprint alone, on the process
+    // that writes the results file): a rerun whose input was replaced by another X of the
+    // same shape and genes is refused as a resume onto it is, not told "nothing to do".
     FactorizeSummary empty;
     empty.jobs_total = plan.total;
     empty.jobs_skipped = plan.skipped;
-    store.open_results_only();
+    store.open_results_only(plan.results_info ? x_fingerprint_of(*reader) : std::string());
     if (plan.results) log_warnings(*plan.results, log);
     store.report_failures(empty, c, 0.0, info.n_obs, info.n_vars);
     parts.share_failures(empty);

@@ -805,6 +805,252 @@ JOB_COLUMNS_PLUS = ["n_components", "iter", "nmf_seed", "completed"]
 
 
 # ---------------------------------------------------------------------------------------------
+def _tsv_text(x, cells=None, genes=None):
+    """cNMF's tab-separated counts table of x as bytes (cells x genes, a header of gene names)."""
+    cells = cells or [f"cell{i}".encode() for i in range(x.shape[0])]
+    genes = genes or [f"gene{j}".encode() for j in range(x.shape[1])]
+    rows = [b"\t" + b"\t".join(genes)]
+    for i in range(x.shape[0]):
+        rows.append(cells[i] + b"\t" + b"\t".join(str(int(v)).encode() for v in x[i]))
+    return b"\n".join(rows) + b"\n"
+
+
+def _write_tenx_h5(path, x, barcodes=None, genes=None):
+    """A Cell Ranger 3 .h5 of x (cells x genes): group `matrix`, CSC over cells (genes x cells)."""
+    import scipy.sparse as sp
+    m = sp.csc_matrix(x.T.astype(np.int32))
+    barcodes = barcodes or [f"cell{i}".encode() for i in range(x.shape[0])]
+    genes = genes or [f"gene{j}".encode() for j in range(x.shape[1])]
+    with h5py.File(path, "w") as f:
+        g = f.create_group("matrix")
+        g.create_dataset("data", data=m.data)
+        g.create_dataset("indices", data=m.indices.astype(np.int64))
+        g.create_dataset("indptr", data=m.indptr.astype(np.int64))
+        g.create_dataset("shape", data=np.array(m.shape, dtype=np.int32))
+        g.create_dataset("barcodes", data=np.array(barcodes, dtype="S"))
+        ft = g.create_group("features")
+        ft.create_dataset("name", data=np.array(genes, dtype="S"))
+        ft.create_dataset("id", data=np.array([b"ID" + n for n in genes], dtype="S"))
+        ft.create_dataset("feature_type", data=np.array([b"Gene Expression"] * len(genes), dtype="S"))
+
+
+def _prepare_argv(d, counts, *more):
+    return ["prepare", "--output-dir", d, "--name", "run", "-c", counts, "-k", "2", "--n-iter", "2",
+            "--seed", "1", "--numgenes", "6", *more]
+
+
+class _PrepareSweep(Special):
+    """A killed prepare's staging folders (the AtomicFolder naming `.run.knmf-tmp-PID-N` and
+    the naming before issue 27, `.run.knmf-prepare-PID`), of a process that no longer runs, are
+    removed by the next prepare into the same folder; a live process's is kept."""
+
+    def __init__(self, ctx, tsv):
+        self.name, self.ctx, self.tsv = "sweeps_dead_staging_folders", ctx, tsv
+
+    def run(self):
+        import subprocess as sp_
+        d = self.ctx.dir(self.name)
+        dead = sp_.Popen(["true"])
+        dead.wait()  # a pid that no longer runs
+        live = os.getpid()
+        left = [f".run.knmf-tmp-{dead.pid}-0", f".run.knmf-prepare-{dead.pid}", f".run.knmf-tmp-{live}-7"]
+        for name in left:
+            os.makedirs(os.path.join(d, name, "cnmf_tmp"))
+            with open(os.path.join(d, name, "cnmf_tmp", "run.tpm.h5ad"), "wb") as f:
+                f.write(b"\0" * 4096)
+        rc, out, err, _, secs = L.run_process([L.KNMF] + _prepare_argv(d, self.tsv), d, L.knmf_env(), 120)
+        problems = []
+        if rc != 0:
+            problems.append(f"exit status {rc}: {err.strip()[-300:]!r}")
+        for name in left[:2]:
+            if os.path.exists(os.path.join(d, name)):
+                problems.append(f"{name} (a dead writer's staging folder) was left")
+        if not os.path.exists(os.path.join(d, left[2])):
+            problems.append(f"{left[2]} (a live writer's staging folder) was removed")
+        if not os.path.exists(os.path.join(d, "run", "cnmf_tmp", "run.norm_counts.h5ad")):
+            problems.append("no run folder was made")
+        return problems, L.nonblank_lines(err), secs
+
+
+@family
+def family_prepare(ctx):
+    """`knmf prepare`'s inputs (issue 27): names that are not UTF-8 in every count format that
+    carries names (tab-separated table, 10x mtx folder, 10x .h5), which the .h5ad outputs would
+    store as UTF-8 strings anndata cannot read; a dead run's staging folders swept."""
+    x = base_x()
+    d0 = ctx.dir("_inputs")
+    tsv = os.path.join(d0, "counts.tsv")
+    with open(tsv, "wb") as f:
+        f.write(_tsv_text(x))
+    yield Case("control_tsv", _prepare_argv(ctx.dir("control_tsv"), tsv), ctx.root, expect="ok",
+               outputs=[os.path.join(ctx.root, "control_tsv", "run")], count=False)
+    h5 = os.path.join(d0, "counts.h5")
+    _write_tenx_h5(h5, x)
+    yield Case("control_h5", _prepare_argv(ctx.dir("control_h5"), h5), ctx.root, expect="ok",
+               outputs=[os.path.join(ctx.root, "control_h5", "run")], count=False)
+
+    def bad(name, write, needles):
+        d = ctx.dir(name)
+        counts = write(d)
+        return Case(name, _prepare_argv(d, counts), d, needles=needles)
+
+    cells = [f"cell{i}".encode() for i in range(x.shape[0])]
+    genes = [f"gene{j}".encode() for j in range(x.shape[1])]
+    for label, raw in (("latin1", b"caf\xe9"), ("lone_continuation", b"a\x80b"),
+                       ("overlong", b"\xc0\xaf"), ("surrogate", b"\xed\xa0\x80"),
+                       ("truncated", b"ab\xe2\x82")):
+        hexes = " ".join(f"{c:02x}" for c in raw)
+
+        def tsv_cell(d, raw=raw):
+            p = os.path.join(d, "c.tsv")
+            with open(p, "wb") as f:
+                f.write(_tsv_text(x, cells=cells[:3] + [raw] + cells[4:]))
+            return p
+        yield bad(f"tsv_cell_{label}", tsv_cell, ["c.tsv", "line 5", hexes])
+
+        def tsv_gene(d, raw=raw):
+            p = os.path.join(d, "g.tsv")
+            with open(p, "wb") as f:
+                f.write(_tsv_text(x, genes=genes[:2] + [raw] + genes[3:]))
+            return p
+        yield bad(f"tsv_gene_{label}", tsv_gene, ["g.tsv", "line 1, field 4", hexes])
+
+        def mtx_barcode(d, raw=raw):
+            import scipy.io
+            import scipy.sparse as sp
+            m = os.path.join(d, "m")
+            os.makedirs(m)
+            scipy.io.mmwrite(os.path.join(m, "matrix.mtx"), sp.coo_matrix(x.T.astype(np.int64)), field="integer")
+            with open(os.path.join(m, "barcodes.tsv"), "wb") as f:
+                f.write(b"\n".join(cells[:5] + [raw] + cells[6:]) + b"\n")
+            with open(os.path.join(m, "genes.tsv"), "wb") as f:
+                f.write(b"\n".join(b"ID" + g + b"\t" + g for g in genes) + b"\n")
+            return os.path.join(m, "matrix.mtx")
+        yield bad(f"mtx_barcode_{label}", mtx_barcode, ["barcodes.tsv", "line 6", hexes])
+
+        def h5_barcode(d, raw=raw):
+            p = os.path.join(d, "b.h5")
+            _write_tenx_h5(p, x, barcodes=cells[:7] + [raw] + cells[8:])
+            return p
+        yield bad(f"h5_barcode_{label}", h5_barcode, ["b.h5", "matrix/barcodes[7]", hexes])
+
+        def h5_gene(d, raw=raw):
+            p = os.path.join(d, "n.h5")
+            _write_tenx_h5(p, x, genes=genes[:1] + [raw] + genes[2:])
+            return p
+        yield bad(f"h5_gene_{label}", h5_gene, ["n.h5", "features/name[1]", hexes])
+    yield _PrepareSweep(ctx, tsv)
+
+
+def _zero_gene_x():
+    x = base_x().copy()
+    x[:, 3] = 0  # gene3: no counts in any cell
+    return x
+
+
+@family
+def family_consensus(ctx):
+    """`knmf consensus --results` inputs (issue 27): a TPM matrix with a gene of no counts (its
+    standard deviation 0; cNMF's starCAT spectra hold NaN there, knmf's 0 and a warning naming
+    the gene, every output finite), and TPM / stats / k that do not fit the run."""
+    d0 = ctx.dir("_base")
+    write_h5ad(os.path.join(d0, "x.h5ad"), x=_zero_gene_x())
+    ctx.knmf_ok(["factorize", "x.h5ad", "-k", "2", "3", "--n-iter", "4", "--max-iter", "30", "-o", "r.h5",
+                 "--quiet"], d0)
+
+    def run_dir(name):
+        d = ctx.dir(name)
+        for f in ("x.h5ad", "r.h5"):
+            shutil.copy(os.path.join(d0, f), os.path.join(d, f))
+        return d
+
+    def finite_outputs(d, ks=(2, 3)):
+        def check(case):
+            import glob
+            names = []
+            for k in ks:
+                names += glob.glob(os.path.join(d, "run", "cnmf_tmp", f"run.*k_{k}.dt_*.df.npz"))
+            if len(names) < 5 * len(ks):
+                return f"expected the consensus files of k {ks}, found {sorted(names)}"
+            for p in names:
+                with np.load(p, allow_pickle=True) as z:
+                    v = z["data"]
+                    if v.dtype.kind == "f" and not np.isfinite(v).all():
+                        return f"{os.path.basename(p)} holds non-finite values"
+            star = [p for p in names if ".starcat_spectra." in p]
+            for p in star:
+                with np.load(p, allow_pickle=True) as z:
+                    cols = list(z["columns"].astype(str))
+                    if not (z["data"][:, cols.index("gene3")] == 0).all():
+                        return f"{os.path.basename(p)}: gene3 (no counts) is not 0"
+            return None
+        return check
+
+    d = run_dir("zero_gene_tpm")
+    yield Case("zero_gene_tpm", ["consensus", "--results", "r.h5", "-k", "2", "3", "--tpm", "x.h5ad",
+                                 "--local-density-threshold", "2", "--output-dir", d, "--name", "run"],
+               d, expect="ok", warn=["gene3", "standard deviation 0"], outputs=["run", "r.h5"],
+               verify=finite_outputs(d))
+    d = run_dir("zero_gene_tpm_read_only")
+    yield Case("zero_gene_tpm_read_only", ["consensus", "--results", "r.h5", "-k", "2", "--tpm", "x.h5ad",
+                                           "--read-only-results", "--local-density-threshold", "2",
+                                           "--output-dir", d, "--name", "run"],
+               d, expect="ok", warn=["gene3"], outputs=["run"], verify=finite_outputs(d, (2,)))
+
+    def refuse(name, argv_more, needles, prep=None):
+        d = run_dir(name)
+        if prep:
+            prep(d)
+        return Case(name, ["consensus", "--results", "r.h5", "--local-density-threshold", "2",
+                           "--output-dir", d, "--name", "run", *argv_more], d, needles=needles)
+
+    yield refuse("k_not_in_run", ["-k", "4"], ["k = 4"])
+    yield refuse("tpm_missing", ["-k", "2", "--tpm", "none.h5ad"], ["none.h5ad"])
+    yield refuse("tpm_fewer_cells", ["-k", "2", "--tpm", "t.h5ad"], ["t.h5ad"],
+                 prep=lambda d: write_h5ad(os.path.join(d, "t.h5ad"), x=_zero_gene_x()[:20]))
+    yield refuse("tpm_nan", ["-k", "2", "--tpm", "t.h5ad"], ["t.h5ad"],
+                 prep=lambda d: write_h5ad(os.path.join(d, "t.h5ad"),
+                                           x=np.where(_zero_gene_x() == 1, np.nan, _zero_gene_x())))
+    yield refuse("tpm_negative", ["-k", "2", "--tpm", "t.h5ad"], ["t.h5ad"],
+                 prep=lambda d: write_h5ad(os.path.join(d, "t.h5ad"), x=-_zero_gene_x()))
+    yield refuse("tpm_stats_missing", ["-k", "2", "--tpm", "x.h5ad", "--tpm-stats", "s.df.npz"], ["s.df.npz"])
+    yield refuse("tpm_stats_without_tpm", ["-k", "2", "--tpm-stats", "s.df.npz"], ["--tpm-stats", "--tpm"])
+    d = ctx.dir("tpm_in_cnmf_mode")
+    make_cnmf_run(d)
+    yield Case("tpm_in_cnmf_mode", ["consensus", "--output-dir", d, "--name", "run", "-k", "2", "--tpm",
+                                    "x.h5ad"], d, needles=["--tpm", "native mode"])
+
+
+@family
+def family_combinations(ctx):
+    """Option combinations and reruns (issue 27): options that contradict each other, and a
+    rerun of a complete native run whose input was replaced by another X of the same shape and
+    genes (it said "nothing to do" and exited 0; now refused naming both fingerprints)."""
+    d = ctx.dir("replaced_input_complete_run")
+    write_h5ad(os.path.join(d, "x.h5ad"))
+    ctx.knmf_ok(native_argv("x.h5ad"), d)
+    y = base_x().copy()
+    y[0, 0] += 1  # one count more: the same shape and genes, another X
+    write_h5ad(os.path.join(d, "x.h5ad"), x=y)
+    yield Case("replaced_input_complete_run", native_argv("x.h5ad"), d, needles=["x.h5ad", "fingerprint"])
+    d = ctx.dir("same_input_complete_run")
+    write_h5ad(os.path.join(d, "x.h5ad"))
+    ctx.knmf_ok(native_argv("x.h5ad"), d)
+    # (r.h5 is an output here: a run with nothing to do still rewrites the file's bytes, not
+    # its content; found by this case, left as it was)
+    yield Case("same_input_complete_run", native_argv("x.h5ad"), d, expect="ok", outputs=["r.h5"],
+               verify=results_complete(os.path.join(d, "r.h5")), count=False)
+
+    def combo(name, more, needles):
+        dd = ctx.dir(name)
+        write_h5ad(os.path.join(dd, "x.h5ad"))
+        return Case(name, native_argv("x.h5ad", "r.h5", *more), dd, needles=needles)
+
+    yield combo("cd_with_kl", ["--solver", "cd", "--beta-loss", "kullback-leibler"], ["--beta-loss", "--solver"])
+    yield combo("cd_with_itakura", ["--solver", "cd", "--beta-loss", "itakura-saito"], ["--beta-loss", "--solver"])
+
+
+# ---------------------------------------------------------------------------------------------
 @family
 def family_options(ctx):
     """Bad command lines: k < 1 or not an integer, bad --n-iter, --dtype, --format, --batch,

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <fstream>
 #include <sstream>
 #include <iterator>
@@ -202,6 +203,85 @@ TEST_F(Native, ReplacedInputWithTheSameShapeAndGenesIsRefusedOnResume) {
   EXPECT_NE(fps[0], fps[1]) << ls[0];
   EXPECT_EQ(slurp(part), before) << "a refused resume must leave the results file as it was";
   EXPECT_FALSE(io::ResultsReader::open(part).complete());
+}
+
+// Issue 27: the same with every job complete. The rerun said "nothing to do" and exited 0
+// (the fingerprint was compared only when jobs were pending); it now reads X once and is
+// refused the same way, the results file left as it was. The same X still has nothing to do.
+TEST_F(Native, ReplacedInputOfACompleteRunIsRefusedNotNothingToDo) {
+  TempDir tmp("knmf-native-replaced-complete");
+  const auto in = (tmp.path() / "in.h5ad").string(), other = (tmp.path() / "other.h5ad").string();
+  simulate(in, "5");
+  simulate(other, "6");
+  const auto full = (tmp.path() / "full.h5").string();
+  ASSERT_EQ(run_knmf(factorize(in, full)).status, 0);
+  ASSERT_TRUE(io::ResultsReader::open(full).complete());
+  const auto same = run_knmf(factorize(in, full));
+  EXPECT_EQ(same.status, 0) << same.out;
+  fs::copy_file(other, in, fs::copy_options::overwrite_existing);
+  const std::string before = slurp(full);
+  const auto r = run_knmf(factorize(in, full));
+  EXPECT_NE(r.status, 0) << r.out;
+  const auto ls = lines(r.out);
+  ASSERT_EQ(ls.size(), 1u) << r.out;
+  EXPECT_EQ(ls[0].find("nothing to do"), std::string::npos) << ls[0];
+  EXPECT_NE(ls[0].find(in), std::string::npos) << ls[0];
+  const auto fps = hex16(ls[0]);
+  ASSERT_EQ(fps.size(), 2u) << ls[0];
+  EXPECT_NE(fps[0], fps[1]) << ls[0];
+  EXPECT_EQ(slurp(full), before) << "a refused rerun must leave the results file as it was";
+}
+
+// Issue 27: consensus --tpm on counts with a gene that has no counts at all. cNMF's starCAT
+// reference divides by that gene's standard deviation, 0, and knmf wrote NaN into the results
+// file and the .starcat_spectra file and exited 0. The gene's starCAT values are now 0 (the
+// value its unit-variance column gets in the usage refit), a warning names it, and every
+// value written is finite.
+TEST_F(Native, ConsensusTpmWithAGeneOfNoCountsWritesFiniteStarcatAndWarns) {
+  TempDir tmp("knmf-native-zero-gene");
+  const std::string dir = tmp.path().string(), sim = dir + "/sim.h5ad", in = dir + "/in.h5ad";
+  simulate(sim, "5");
+  const auto rd = io::H5adReader::open(sim);
+  io::CsrBlock<double> X, Z;
+  rd.read_csr_rows<double>(0, rd.info().n_obs, X);
+  Z.row_begin = X.row_begin;
+  Z.row_end = X.row_end;
+  Z.ncols = X.ncols;
+  for (std::int64_t i = 0; i < X.rows(); ++i) {  // every entry of gene 1 (column 1) dropped
+    for (auto p = X.row_offsets[size_t(i)]; p < X.row_offsets[size_t(i) + 1]; ++p)
+      if (X.cols[size_t(p)] != 1) {
+        Z.cols.push_back(X.cols[size_t(p)]);
+        Z.values.push_back(X.values[size_t(p)]);
+      }
+    Z.row_offsets.push_back(std::int64_t(Z.values.size()));
+  }
+  const auto genes = rd.var_names();
+  io::write_h5ad(in, Z, rd.obs_names(), genes);
+  ASSERT_EQ(run_knmf(factorize(in, dir + "/r.h5")).status, 0);
+  const auto c = run_knmf({"consensus", "--results", dir + "/r.h5", "-k", "3", "--tpm", in,
+                           "--local-density-threshold", "2", "--output-dir", dir, "--name", "run"});
+  ASSERT_EQ(c.status, 0) << c.out;
+  std::string warning;
+  for (const auto& l : lines(c.out))
+    if (l.find("knmf: warning:") == 0) warning = l;
+  EXPECT_NE(warning.find("standard deviation 0"), std::string::npos) << c.out;
+  EXPECT_NE(warning.find(genes[1]), std::string::npos) << warning;
+  const io::CnmfPaths paths(dir, "run");
+  const auto starcat = io::read_df_npz(paths.starcat_spectra(3, 2.0));
+  ASSERT_EQ(starcat.cols, std::int64_t(genes.size()));
+  for (std::int64_t t = 0; t < starcat.rows; ++t) {
+    for (std::int64_t j = 0; j < starcat.cols; ++j)
+      ASSERT_TRUE(std::isfinite(starcat.data[size_t(t * starcat.cols + j)])) << t << "," << j;
+    EXPECT_EQ(starcat.data[size_t(t * starcat.cols + 1)], 0.0) << "program " << t + 1;
+  }
+  for (const char* what : {"usages", "gene_spectra_score", "gene_spectra_tpm", "spectra"}) {
+    const auto path = std::string(what) == "usages" ? paths.consensus_usages(3, 2.0)
+                      : std::string(what) == "gene_spectra_score" ? paths.gene_spectra_score(3, 2.0)
+                      : std::string(what) == "gene_spectra_tpm"   ? paths.gene_spectra_tpm(3, 2.0)
+                                                                  : paths.consensus_spectra(3, 2.0);
+    const auto df = io::read_df_npz(path);
+    for (double v : df.data) ASSERT_TRUE(std::isfinite(v)) << what;
+  }
 }
 
 // The same input by another path text, or from another working folder, resumes (the path

@@ -108,9 +108,15 @@ TEST(FullDisk, NativeRunEndsInOneLineAtEveryBudget) {
       EXPECT_TRUE(files_under(out).empty()) << what;
       continue;
     }
-    // the disk filled after the file was created: an interrupted run, resumable
+    // the disk filled after the file was created: an interrupted run, resumable, and the one
+    // error line says what the file keeps and what to do (issue 27: it only named the error)
     ++partial;
     EXPECT_FALSE(io::ResultsReader::open(r).complete()) << what;
+    const auto line = lines(res.out).at(0);
+    EXPECT_NE(line.find(r.string() + " keeps "), std::string::npos) << what << ": " << line;
+    EXPECT_NE(line.find(" replicates committed ("), std::string::npos) << what << ": " << line;
+    EXPECT_NE(line.find("run the same command again to resume it, or remove " + r.string()),
+              std::string::npos) << what << ": " << line;
     const auto again = run_knmf(args);
     EXPECT_EQ(again.status, 0) << what << "\n" << again.out;
     EXPECT_TRUE(io::ResultsReader::open(r).complete()) << what;

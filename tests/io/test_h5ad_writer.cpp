@@ -230,6 +230,33 @@ TEST(H5adWriter, NoPartialOutput) {
   EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir.path()), {}), 0);
 }
 
+// Issue 27: names are stored as UTF-8 strings; a name that is not UTF-8 made a file anndata
+// cannot read. The writer refuses it, naming the file, the position and the bytes, and leaves
+// nothing behind; check_names_utf8 = false writes it (hostile fixtures of the reader's tests).
+TEST(H5adWriter, NamesThatAreNotUtf8AreRefused) {
+  TempDir dir("knmf-h5ad");
+  const auto path = dir / "x.h5ad";
+  const auto m = sample_matrix(3, 2, 1.0, 5);
+  {
+    H5adWriter w(path, 3, 2);
+    try {
+      w.set_obs_names({"c0", "c\xe9", "c2"});
+      FAIL() << "accepted a Latin-1 cell name";
+    } catch (const InputError& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find(path.string() + ": cell name 1 (obs_names[1]) is not valid UTF-8 at byte 1 (bytes 63 e9)"),
+                std::string::npos) << what;
+    }
+    EXPECT_THROW(w.set_var_names({"g\xed\xa0\x80", "g1"}), InputError);  // a UTF-16 surrogate
+    w.set_var_names({"g\xc3\xa9", "\xf0\x9f\xa7\xac"});                    // é and a 4-byte character
+  }
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir.path()), {}), 0);
+  H5adWriteOptions hostile;
+  hostile.check_names_utf8 = false;
+  knmf::io::write_h5ad(path, m, {"c0", "c\xe9", "c2"}, {}, hostile);
+  EXPECT_THROW(H5adReader::open(path.string()).obs_names(), InputError);
+}
+
 TEST(H5adWriter, ReplacesAnExistingFileOnlyOnClose) {
   TempDir dir("knmf-h5ad");
   const auto path = dir / "x.h5ad";

@@ -7,7 +7,15 @@
 #include <hdf5.h>
 #include <zlib.h>
 
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <chrono>
+#include <optional>
+#include <random>
+#include <thread>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -501,6 +509,13 @@ TEST(PrepareRefusals, OneLineNamingTheCauseAndNoRunFolder) {
   spit(tmp / "ragged.tsv", "\tA\tB\nc1\t1\t2\nc2\t3\n");
   spit(tmp / "text.tsv", "\tA\tB\nc1\t1\t2\nc2\t3\tx7\n");
   spit(tmp / "nan.tsv", "\tA\tB\nc1\t1\t2\nc2\t3\tnan\n");
+  // issue 27: names that are not UTF-8 (a Latin-1 byte), which the .h5ad outputs would have
+  // stored as UTF-8 strings that anndata cannot read
+  spit(tmp / "latin1-cell.tsv", "\tA\tB\nc1\t1\t2\nc\xe9" "2\t3\t4\n");
+  spit(tmp / "latin1-gene.tsv", "\tA\tB\xff\nc1\t1\t2\nc2\t3\t4\n");
+  const auto latin1_barcode = tenx("latin1bc", mtx_head + good_entries, genes3);
+  spit(fs::path(latin1_barcode).parent_path() / "barcodes.tsv", "c1\nc\xe9" "2\nc3\n");
+  const auto latin1_gene = tenx("latin1g", mtx_head + good_entries, "g1\tA\ng2\tB\xc3\ng3\tC\n");
 
   struct Case {
     std::string label;
@@ -532,6 +547,14 @@ TEST(PrepareRefusals, OneLineNamingTheCauseAndNoRunFolder) {
       {"ragged tsv", with((tmp / "ragged.tsv").string()), "line 3 has 2 fields; the header has 3"},
       {"non-numeric tsv", with((tmp / "text.tsv").string()), "'x7' is not a number"},
       {"non-finite tsv", with((tmp / "nan.tsv").string()), "value nan"},
+      {"tsv cell not UTF-8", with((tmp / "latin1-cell.tsv").string()),
+       "latin1-cell.tsv: line 3, field 1 (a cell name) is not valid UTF-8 at byte 1 (bytes 63 e9 32)"},
+      {"tsv gene not UTF-8", with((tmp / "latin1-gene.tsv").string()),
+       "latin1-gene.tsv: line 1, field 3 (a gene name) is not valid UTF-8 at byte 1 (bytes 42 ff)"},
+      {"10x barcode not UTF-8", with(latin1_barcode),
+       "barcodes.tsv: line 2 (a cell barcode) is not valid UTF-8 at byte 1 (bytes 63 e9 32)"},
+      {"10x gene not UTF-8", with(latin1_gene),
+       "genes.tsv: line 2 (a gene name) is not valid UTF-8 at byte 1 (bytes 42 c3)"},
       {"missing counts", with((tmp / "none.h5ad").string()), "none.h5ad: no such file"},
       {"beta loss", with(good, {"--beta-loss", "poisson"}), "--beta-loss 'poisson'"},
       {"init", with(good, {"--init", "nndsvda"}), "--init 'nndsvda'"},
@@ -564,6 +587,90 @@ TEST(PrepareRefusals, OneLineNamingTheCauseAndNoRunFolder) {
   const auto r = run_knmf({"prepare", "--output-dir", (tmp / "ok").string(), "--name", "run", "-c", good,
                            "-k", "2", "--seed", "1", "--numgenes", "3"});
   EXPECT_EQ(r.status, 0) << r.out;
+}
+
+// Issue 27: `knmf prepare` killed with SIGKILL 20 times, each kill only once its staging
+// folder exists (so every kill lands while it writes: at a random moment of the time an
+// uninterrupted run takes from there), then run once more: the run folder is an uninterrupted
+// run's, and no temporary file or folder is left (the staging folder of a killed run was
+// left behind for good before: 12-17 MB each time).
+TEST(PrepareRunFolder, KilledTwentyTimesWhileWritingThenRerunIsAnUninterruptedRun) {
+  TempDir tmp("knmf-prepare-kill");
+  const auto counts = (tenx_dir() / "filtered_feature_bc_matrix" / "matrix.mtx.gz").string();
+  auto args = [&](const fs::path& out) {
+    return std::vector<std::string>{"prepare", "--output-dir", out.string(), "--name", "run", "-c", counts,
+                                    "-k", "2", "3", "-n", "2", "--seed", "1", "--numgenes", "150"};
+  };
+  const fs::path out = tmp / "killed";
+  fs::create_directories(out);
+  // this process's staging folder (a killed one's stays until the next run removes it)
+  auto staging = [&](pid_t pid) {
+    const std::string mark = ".knmf-tmp-" + std::to_string(pid) + "-";
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(out, ec))
+      if (e.is_directory() && e.path().filename().string().find(mark) != std::string::npos) return true;
+    return false;
+  };
+  auto start = [&](const std::vector<std::string>& a) {
+    std::vector<std::string> argv_s{driver_path()};
+    argv_s.insert(argv_s.end(), a.begin(), a.end());
+    const pid_t pid = fork();
+    if (pid == 0) {
+      std::freopen("/dev/null", "w", stdout);
+      std::freopen("/dev/null", "w", stderr);
+      std::vector<char*> argv;
+      for (auto& x : argv_s) argv.push_back(x.data());
+      argv.push_back(nullptr);
+      execv(argv[0], argv.data());
+      _exit(127);
+    }
+    return pid;
+  };
+  // an uninterrupted run, timed from its staging folder's creation to its end
+  using clock = std::chrono::steady_clock;
+  double write_s = 0.0;
+  {
+    const pid_t pid = start(args(out));
+    int st = 0;
+    std::optional<clock::time_point> seen;
+    while (waitpid(pid, &st, WNOHANG) == 0) {
+      if (!seen && staging(pid)) seen = clock::now();
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    ASSERT_TRUE(seen) << "the staging folder was never seen";
+    write_s = std::chrono::duration<double>(clock::now() - *seen).count();
+  }
+  const auto reference = run_files(out, "run");
+  fs::remove_all(out / "run");
+  std::mt19937 rng(27);
+  int landed = 0;
+  for (int attempt = 0; attempt < 400 && landed < 20; ++attempt) {
+    const pid_t pid = start(args(out));
+    int st = 0;
+    bool done = false;
+    while (!staging(pid)) {
+      if (waitpid(pid, &st, WNOHANG) != 0) {
+        done = true;
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    if (done) continue;  // finished before its staging folder was seen: no kill landed
+    std::this_thread::sleep_for(std::chrono::duration<double>(
+        std::uniform_real_distribution<double>(0.0, 0.9)(rng) * write_s));
+    const bool running = waitpid(pid, &st, WNOHANG) == 0;
+    kill(pid, SIGKILL);
+    waitpid(pid, &st, 0);
+    landed += running;
+  }
+  EXPECT_EQ(landed, 20);
+  const auto r = run_knmf(args(out));
+  ASSERT_EQ(r.status, 0) << r.out;
+  expect_same(reference, run_files(out, "run"), "a rerun after 20 kills");
+  for (const auto& e : fs::recursive_directory_iterator(out))
+    EXPECT_EQ(e.path().filename().string().find(".knmf-"), std::string::npos)
+        << e.path() << " was left behind";
 }
 
 // A prepare into an existing run folder replaces its prepare files and keeps the rest (as

@@ -47,6 +47,9 @@ struct ConsensusResult {
   HostRows starcat;                    ///< k x genes(X) (starcat_spectra)
   RefitOutcome tpm_spectra_refit;      ///< the refit behind spectra_tpm (W = spectra_tpm^T)
   RefitOutcome tpm_usage_refit;        ///< the final usages on the scaled HVG TPM
+  /// One line each (no "warning:" prefix): what the outputs hold that cNMF's would not (a
+  /// gene with no spread in the TPM: its starCAT value 0 where cNMF's is NaN).
+  std::vector<std::string> warnings;
   /// The usages cNMF writes: tpm_usage_refit.W with TPM, refit.W without (n x k).
   const HostRows& usages() const { return have_tpm ? tpm_usage_refit.W : refit.W; }
 };

@@ -52,6 +52,27 @@ private:
   bool committed_ = false;
 };
 
+/// A folder built under a temporary name beside `target` (`.<target name>.knmf-tmp-<pid>-<n>`,
+/// the naming of AtomicFile's temporaries, so that remove_leftover_temps() removes the folder
+/// of a killed writer as it removes its files), created exclusively after that sweep has run
+/// for `target`. Removed with its contents by the destructor unless dismiss()ed (the caller
+/// has moved it or its contents into place). Its files are written with AtomicFile.
+class AtomicFolder {
+public:
+  explicit AtomicFolder(const std::filesystem::path& target, std::string what = {});
+  ~AtomicFolder();
+  AtomicFolder(const AtomicFolder&) = delete;
+  AtomicFolder& operator=(const AtomicFolder&) = delete;
+
+  const std::filesystem::path& path() const { return temp_; }
+  /// Nothing left to remove (the folder was renamed into place, or emptied and removed).
+  void dismiss() { dismissed_ = true; }
+
+private:
+  std::filesystem::path temp_;
+  bool dismissed_ = false;
+};
+
 /// Checks, before anything is computed, that an AtomicFile could write `target`: InputError
 /// naming `what` (the target's path by default) when `target` is a folder or its folder is
 /// missing or takes no new file. Leaves nothing behind (a probe temporary is created and
@@ -66,9 +87,10 @@ std::string temp_target(const std::string& filename, pid_t* pid = nullptr);
 /// symbolic or a hard link to it), so that an output never replaces an input of the command.
 bool same_file(const std::filesystem::path& a, const std::filesystem::path& b);
 
-/// Removes the temporaries of `target` left in its folder by processes that no longer run
-/// (or every one of them, `only_dead_writers` false, where the caller knows no writer is
-/// alive). Returns how many it removed.
+/// Removes the temporaries of `target` (files, and AtomicFolder's folders with their contents)
+/// left in its folder by processes that no longer run (or every one of them,
+/// `only_dead_writers` false, where the caller knows no writer is alive). Returns how many it
+/// removed.
 int remove_leftover_temps(const std::filesystem::path& target, bool only_dead_writers = true);
 
 /// fsync of a file or folder by path (folders that cannot be synced, EINVAL/EROFS, pass: that

@@ -176,6 +176,10 @@ struct H5adWriteOptions {
   /// files; scikit-learn's sparse routines refuse int32 indices with an int64 indptr).
   /// InputError when the entries pass 2^31 - 1.
   bool indptr_int32 = false;
+  /// Obs and var names must be UTF-8 (they are stored as UTF-8 strings, which anndata decodes):
+  /// set_obs_names / set_var_names refuse others with an InputError naming the position and
+  /// the bytes. false only to write a hostile file on purpose (tests of the readers' refusal).
+  bool check_names_utf8 = true;
 };
 
 /// Writes an AnnData-0.8-compatible `.h5ad` file row block by row block, so that a large
