@@ -896,24 +896,23 @@ def family_prepare(ctx):
 
     cells = [f"cell{i}".encode() for i in range(x.shape[0])]
     genes = [f"gene{j}".encode() for j in range(x.shape[1])]
+
+    def tsv_file(name, **names):
+        def write(d):
+            p = os.path.join(d, name)
+            with open(p, "wb") as f:
+                f.write(_tsv_text(x, **names))
+            return p
+        return write
+
     for label, raw in (("latin1", b"caf\xe9"), ("lone_continuation", b"a\x80b"),
                        ("overlong", b"\xc0\xaf"), ("surrogate", b"\xed\xa0\x80"),
                        ("truncated", b"ab\xe2\x82")):
         hexes = " ".join(f"{c:02x}" for c in raw)
 
-        def tsv_cell(d, raw=raw):
-            p = os.path.join(d, "c.tsv")
-            with open(p, "wb") as f:
-                f.write(_tsv_text(x, cells=cells[:3] + [raw] + cells[4:]))
-            return p
-        yield bad(f"tsv_cell_{label}", tsv_cell, ["c.tsv", "line 5", hexes])
-
-        def tsv_gene(d, raw=raw):
-            p = os.path.join(d, "g.tsv")
-            with open(p, "wb") as f:
-                f.write(_tsv_text(x, genes=genes[:2] + [raw] + genes[3:]))
-            return p
-        yield bad(f"tsv_gene_{label}", tsv_gene, ["g.tsv", "line 1, field 4", hexes])
+        yield bad(f"tsv_cell_{label}", tsv_file("c.tsv", cells=cells[:3] + [raw] + cells[4:]), ["c.tsv", "line 5", hexes])
+        yield bad(f"tsv_gene_{label}", tsv_file("g.tsv", genes=genes[:2] + [raw] + genes[3:]),
+                  ["g.tsv", "line 1, field 4", hexes])
 
         def mtx_barcode(d, raw=raw):
             import scipy.io
