@@ -1,5 +1,6 @@
 // cNMF's DataFrame files: .df.npz (read/write) and the tab-separated .txt copies.
 #include "knmf/io/dataframe.hpp"
+#include "knmf/io/utf8.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -235,8 +236,19 @@ DataFrame read_df_npz(const std::string& path) {
   return df;
 }
 
+/// The frame's string labels must be UTF-8 (numpy's '<U' strings, and the text files cNMF's
+/// readers decode as UTF-8): InputError naming the file, the axis and the position otherwise.
+static void require_utf8_labels(const DataFrame& df, const std::string& path) {
+  for (const auto* axis : {&df.index, &df.columns})
+    for (std::size_t i = 0; i < axis->size(); ++i)
+      if (const auto* s = std::get_if<std::string>(&(*axis)[i]))
+        require_utf8_name(*s, path + ": " + (axis == &df.index ? "index" : "column") + " label " +
+                                  std::to_string(i));
+}
+
 void write_df_npz(const std::string& path, const DataFrame& df) {
   check_shape(df, path);
+  require_utf8_labels(df, path);
   if (df.is_object()) input_error(path, ": object-valued frames are not written (they need a pickle)");
   const std::vector<std::int64_t> shape{df.rows, df.cols};
   NpyArray data;
@@ -273,6 +285,7 @@ void write_df_npz(const std::string& path, const DataFrame& df) {
 
 void write_df_txt(const std::string& path, const DataFrame& df) {
   check_shape(df, path);
+  require_utf8_labels(df, path);
   const char code = type_code(df.data_descr);
   const bool f32 = df.is_float32();
   auto value = [&](std::int64_t r, std::int64_t c) -> std::string {

@@ -307,6 +307,19 @@ TEST(DataFrame, WriterErrorsNameThePath) {
   object.data.clear();
   object.object_data.assign(12, knmf::io::Cell{std::int64_t{1}});
   KNMF_EXPECT_INPUT_ERROR(knmf::io::write_df_npz(path, object), path, "object-valued");
+
+  // issue 27: labels that are not UTF-8 (a Latin-1 gene name), named with their position and
+  // bytes, in both writers; the existing file untouched, no temporary left
+  DataFrame latin1 = sample_frame();
+  latin1.columns[1] = Label{std::string("Caf\xe9")};
+  KNMF_EXPECT_INPUT_ERROR(knmf::io::write_df_npz(path, latin1), path,
+                          "column label 1 is not valid UTF-8 at byte 3 (bytes 43 61 66 e9)");
+  const auto txt = (dir / "keep.txt").string();
+  latin1.columns[1] = Label{std::string("ok")};
+  latin1.index[0] = Label{std::string("\xff")};
+  KNMF_EXPECT_INPUT_ERROR(knmf::io::write_df_txt(txt, latin1), txt, "index label 0 is not valid UTF-8");
+  EXPECT_EQ(knmf::test::slurp(path), before);
+  EXPECT_FALSE(std::filesystem::exists(txt));
 }
 
 TEST(DataFrame, ReaderErrorsNameTheFile) {
