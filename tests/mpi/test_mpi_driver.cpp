@@ -294,14 +294,21 @@ TEST_F(MpiDriver, KilledRunResumesWithoutRedoingFinishedJobs) {
   }
   // as a batch scheduler ends a job: every process of it (OpenMPI puts each rank in its own
   // process group, so kill the launcher's group and every rank by its command line)
+  // The pattern is a regular expression that matches the ranks' command lines but not its own
+  // text ("r[.]h5" against "r.h5"): the `sh -c` that system() starts for pgrep holds the
+  // pattern in its own command line, so a literal path matched that shell every time and the
+  // wait below ran out its 100 rounds (5 s per rank count) without ever seeing the ranks gone.
+  const auto pattern = shell_quote(out.substr(0, out.rfind('.')) + "[.]" + out.substr(out.rfind('.') + 1));
   kill(-pid, SIGKILL);
-  std::system(("pkill -KILL -f " + shell_quote(out) + " > /dev/null 2>&1").c_str());
+  std::system(("pkill -KILL -f " + pattern + " > /dev/null 2>&1").c_str());
   int st = 0;
   waitpid(pid, &st, 0);
-  for (int i = 0; i < 100; ++i) {  // wait until no rank is left
-    if (std::system(("pgrep -f " + shell_quote(out) + " > /dev/null 2>&1").c_str()) != 0) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  bool gone = false;
+  for (int i = 0; i < 100 && !gone; ++i) {  // wait until no rank is left
+    gone = std::system(("pgrep -f " + pattern + " > /dev/null 2>&1").c_str()) != 0;
+    if (!gone) std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
+  EXPECT_TRUE(gone) << "a rank of the killed run is still running after 5 s";
   std::int64_t before = 0;
   {
     const auto rd = io::ResultsReader::open(out);
