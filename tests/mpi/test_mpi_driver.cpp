@@ -46,7 +46,16 @@ std::string counts() {
           "pbmcA.norm_counts.h5ad").string();
 }
 
-fs::path shared_references();
+class MpiDriver : public ::testing::Test {};
+
+// The one-process runs the cases compare against are the same for 1, 2 and 3 ranks. Under
+// ctest they are made once, by the fixture test mpi_driver_references (MpiDriverReferences.*),
+// into the folder KNMF_MPI_REFERENCES that mpi_driver_np1/2/3 then read (tests/mpi/CMakeLists.txt);
+// a case run without that folder makes its own in its temporary folder.
+fs::path shared_references() {
+  const char* d = std::getenv("KNMF_MPI_REFERENCES");
+  return d ? fs::path(d) : fs::path();
+}
 
 /// The first 1,000 of pbmcA's 2,896 cells (all 2,000 genes), for the cases whose cost is the
 /// factorization itself (native, rows, Kullback-Leibler): what they check, MPI against one
@@ -69,17 +78,6 @@ std::string small_counts() {
   const auto mine = own.path() / "pbmcA-1000.h5ad";
   if (!fs::exists(mine)) write_pbmc_subset(mine);
   return mine.string();
-}
-
-class MpiDriver : public ::testing::Test {};
-
-// The one-process runs the cases compare against are the same for 1, 2 and 3 ranks. Under
-// ctest they are made once, by the fixture test mpi_driver_references (MpiDriverReferences.*),
-// into the folder KNMF_MPI_REFERENCES that mpi_driver_np1/2/3 then read (tests/mpi/CMakeLists.txt);
-// a case run without that folder makes its own in its temporary folder.
-fs::path shared_references() {
-  const char* d = std::getenv("KNMF_MPI_REFERENCES");
-  return d ? fs::path(d) : fs::path();
 }
 
 // The runs, each named for its reference (the -o file or the cNMF output folder are added).
