@@ -135,6 +135,23 @@ void transpose(const ExecSpace& space, size_type n, size_type g, size_type nnz,
   space.fence();
 }
 
+/// The segment table of a graph's long rows (empty, and no host copy, when none is long).
+detail::GatherSegments long_row_segments(const ExecSpace& space,
+                                         const Kokkos::View<size_type*, MemSpace>& row_map,
+                                         size_type rows) {
+  size_type longest = 0;
+  Kokkos::parallel_reduce(
+      "knmf::X::longest_row", Policy64(space, 0, rows),
+      KOKKOS_LAMBDA(const size_type i, size_type& m) {
+        const size_type len = row_map(i + 1) - row_map(i);
+        if (len > m) m = len;
+      },
+      Kokkos::Max<size_type>(longest));
+  if (longest <= detail::gather_segment_entries) return {};
+  const auto h = host_copy(row_map);
+  return detail::GatherSegments::build(h.data(), rows);
+}
+
 }  // namespace
 
 template <class T>
@@ -177,6 +194,8 @@ void CsrMatrix<T>::finalize(const std::string& source, size_type chunk, bool all
   values_type t_vals;
   transpose<T>(space_, n_, g_, nnz_, row_map_, cols_, values_, t_map, t_rows, t_vals);
   xt_ = crs_type("knmf::Xt", ordinal_type(g_), ordinal_type(n_), nnz_, t_vals, t_map, t_rows);
+  x_segments_ = long_row_segments(space_, row_map_, n_);
+  xt_segments_ = long_row_segments(space_, t_map, g_);
 }
 
 template class CsrMatrix<float>;

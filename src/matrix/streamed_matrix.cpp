@@ -97,6 +97,16 @@ void StreamedMatrix<T>::allocate_buffers() {
       device_bytes_ += map * 8 + max_nnz_ * size_type(sizeof(T) + sizeof(ordinal_type));
     }
   }
+  // the segment tables of each block's long rows (CSR pass) and long columns (CSC pass)
+  seg_rows_.assign(size_t(num_blocks()), {});
+  seg_csc_.assign(size_t(num_blocks()), {});
+  if (!sparse_) return;
+  for (int b = 0; b < num_blocks(); ++b) {
+    const size_type r0 = bounds_[size_t(b)], r1 = bounds_[size_t(b) + 1];
+    seg_rows_[size_t(b)] = detail::GatherSegments::build(&row_map_(r0), r1 - r0);
+    seg_csc_[size_t(b)] = detail::GatherSegments::build(&csc_map_(size_type(b) * (g_ + 1)), g_);
+    device_bytes_ += seg_rows_[size_t(b)].bytes() + seg_csc_[size_t(b)].bytes();
+  }
 }
 
 /// Per block, the CSC of its rows (column offsets from 0; global row indices), filled in row
@@ -283,6 +293,7 @@ StreamBlock<T> StreamedMatrix<T>::block_view(int b, int bi, bool transposed) con
   v.entries = B.idx;
   v.values = B.val;
   v.base = transposed ? 0 : row_map_(v.r0);
+  v.segments = transposed ? seg_csc_[size_t(b)] : seg_rows_[size_t(b)];
   return v;
 }
 

@@ -148,7 +148,7 @@ TEST(Streamed, SparseBlockOffsetsBeyond2To32) {
   for (size_type r = 0; r < rk; ++r)
     for (size_type j = 0; j < g; ++j) hH(r, j) = double(10 * r + j);
   Kokkos::deep_copy(H, hH);
-  detail::spmm_gather(ExecSpace(), d_map, base, d_ent, d_val, H, P, false);
+  detail::spmm_gather(ExecSpace(), d_map, base, d_ent, d_val, H, P, false, detail::GatherSegments{});
   auto hP = knmf::host_copy(P);
   for (size_type i = 0; i < rows; ++i)
     for (size_type r = 0; r < rk; ++r) {
@@ -161,6 +161,102 @@ TEST(Streamed, SparseBlockOffsetsBeyond2To32) {
   static_assert(sizeof(size_type) == 8, "offsets must be 64-bit");
   static_assert(std::is_same_v<CsrMatrix<float>::crs_type::size_type, std::int64_t>,
                 "CrsMatrix offsets must be 64-bit");
+}
+
+// A gene present in every one of 20,000 cells: its row of X^T has 20,000 entries, more than
+// gather_segment_entries (8,192), so the portable gather sums it in segments of 8,192 (three),
+// one team each, and adds the three partials in order; the host-tuned gather sums it straight.
+// Q = W X is checked bitwise against that order on the host, in core and streamed (two
+// blocks of 10,000 cells: two segments a block), and P = H X^T (no long row) straight.
+TEST(Streamed, LongColumnsAreGatheredInSegmentsInAFixedOrder) {
+  constexpr size_type S = detail::gather_segment_entries;
+  const size_type n = 20000, g = 4, rk = 5;
+  HostCsr c;
+  std::mt19937_64 rng(7);
+  std::uniform_real_distribution<double> u(0.5, 2.0);
+  for (size_type i = 0; i < n; ++i) {
+    for (size_type j = 0; j < g; ++j)
+      if (j == 0 || (j == 1 && i % 3 == 0) || (j >= 2 && rng() % 50 == 0)) {
+        c.cols.push_back(ordinal_type(j));
+        c.values.push_back(u(rng));
+      }
+    c.offsets.push_back(size_type(c.values.size()));
+  }
+  const auto X = CsrMatrix<double>::from_host(ExecSpace(), n, g, c.offsets.data(), c.cols.data(),
+                                              c.values.data());
+  EXPECT_EQ(X.xt_segments().count, 3);  // gene 0: 8,192 + 8,192 + 3,616
+  EXPECT_EQ(X.xt_segments().long_rows(), 1);
+  EXPECT_EQ(X.x_segments().count, 0);  // a cell holds at most 4 entries
+  EXPECT_EQ(X.bytes(), CsrMatrix<double>::bytes_for(n, g, X.nnz(), 8) + 8 * (2 + 1 + 3));
+
+  Matrix<double> W("knmf::test::W", rk, n), Q("knmf::test::Q", rk, g);
+  auto hW = knmf::host_mirror(W);
+  for (size_type i = 0; i < n; ++i)
+    for (size_type r = 0; r < rk; ++r) hW(r, i) = u(rng);
+  Kokkos::deep_copy(W, hW);
+  // the expected sums, in the order the build's gather takes (per cell of gene j, in order)
+  auto expect = [&](size_type j, size_type r, size_type i0, size_type i1, double from) {
+    std::vector<std::pair<size_type, double>> e;  // (cell, value) of gene j in [i0, i1)
+    for (size_type i = i0; i < i1; ++i)
+      for (size_type p = c.offsets[size_t(i)]; p < c.offsets[size_t(i) + 1]; ++p)
+        if (size_type(c.cols[size_t(p)]) == j) e.emplace_back(i, c.values[size_t(p)]);
+    if (host_tuned_kernels || e.size() <= size_t(S)) {
+      double acc = from;
+      for (auto [i, v] : e) acc += v * hW(r, i);
+      return acc;
+    }
+    double acc = from;
+    for (size_t s0 = 0; s0 < e.size(); s0 += size_t(S)) {
+      double part = 0;
+      for (size_t q = s0; q < std::min(e.size(), s0 + size_t(S)); ++q)
+        part += e[q].second * hW(r, e[q].first);
+      acc += part;
+    }
+    return acc;
+  };
+  detail::wt_times_x(ExecSpace(), X, W, Q);
+  auto hQ = knmf::host_copy(Q);
+  for (size_type j = 0; j < g; ++j)
+    for (size_type r = 0; r < rk; ++r) EXPECT_EQ(hQ(r, j), expect(j, r, 0, n, 0.0)) << j << "," << r;
+  // again: the same bits
+  detail::wt_times_x(ExecSpace(), X, W, Q);
+  auto hQ2 = knmf::host_copy(Q);
+  for (size_type j = 0; j < g; ++j)
+    for (size_type r = 0; r < rk; ++r) EXPECT_EQ(hQ2(r, j), hQ(r, j));
+
+  // streamed in two blocks of about 10,000 cells: each block's gene 0 in two segments, the
+  // second block continuing from the first's sums
+  const size_type per = sizeof(double) + sizeof(ordinal_type);
+  const size_type half = std::max(c.offsets[size_t(n / 2)], c.offsets[size_t(n)] - c.offsets[size_t(n / 2)]);
+  auto Y = StreamedMatrix<double>::from_host_csr(ExecSpace(), n, g, c.offsets.data(), c.cols.data(),
+                                                 c.values.data(), 8 * (n / 2 + 2) + per * (half + 4));
+  ASSERT_EQ(Y.num_blocks(), 2);
+  const auto& bounds = Y.block_bounds();
+  ASSERT_GT(bounds[1], S);
+  ASSERT_GT(n - bounds[1], S);
+  detail::wt_times_x(ExecSpace(), Y, W, Q);
+  auto hQs = knmf::host_copy(Q);
+  for (size_type j = 0; j < g; ++j)
+    for (size_type r = 0; r < rk; ++r) {
+      EXPECT_EQ(hQs(r, j), expect(j, r, bounds[1], n, expect(j, r, 0, bounds[1], 0.0))) << j << "," << r;
+      EXPECT_NEAR(hQs(r, j), hQ(r, j), 1e-13 * std::abs(hQ(r, j)));
+    }
+
+  // P = H X^T: rows of X are short, summed straight
+  Matrix<double> H("knmf::test::H", rk, g), P("knmf::test::P", rk, n);
+  auto hH = knmf::host_mirror(H);
+  for (size_type j = 0; j < g; ++j)
+    for (size_type r = 0; r < rk; ++r) hH(r, j) = u(rng);
+  Kokkos::deep_copy(H, hH);
+  detail::x_times_ht(ExecSpace(), X, H, P);
+  auto hP = knmf::host_copy(P);
+  for (size_type i = 0; i < n; i += 97)
+    for (size_type r = 0; r < rk; ++r) {
+      double e = 0;
+      for (size_type p = c.offsets[size_t(i)]; p < c.offsets[size_t(i) + 1]; ++p)
+        e += c.values[size_t(p)] * hH(r, c.cols[size_t(p)]);
+      EXPECT_EQ(hP(r, i), e) << i << "," << r;
+    }
 }
 
 TEST(Streamed, BufferTooSmallForOneRowIsAnError) {

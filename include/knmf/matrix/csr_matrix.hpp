@@ -16,6 +16,7 @@
 
 #include "knmf/core/types.hpp"
 #include "knmf/io/fingerprint.hpp"
+#include "knmf/matrix/detail/gather_segments.hpp"
 #include "knmf/matrix/stats.hpp"
 
 namespace knmf {
@@ -60,8 +61,14 @@ public:
   /// X in CSR (n x g) and X^T in CSR (g x n).
   const crs_type& x() const { return x_; }
   const crs_type& xt() const { return xt_; }
-  /// Device bytes of both copies.
-  size_type bytes() const { return bytes_for(n_, g_, nnz_, sizeof(T)); }
+  /// The long rows of X and of X^T cut into segments for the portable gather (empty unless a
+  /// row holds more than detail::gather_segment_entries entries).
+  const detail::GatherSegments& x_segments() const { return x_segments_; }
+  const detail::GatherSegments& xt_segments() const { return xt_segments_; }
+  /// Device bytes of both copies (and of the segment tables of long rows, if any).
+  size_type bytes() const {
+    return bytes_for(n_, g_, nnz_, sizeof(T)) + x_segments_.bytes() + xt_segments_.bytes();
+  }
   static size_type bytes_for(size_type n, size_type g, size_type nnz, size_type elem) {
     return 2 * nnz * (elem + size_type(sizeof(ordinal_type))) +
            (n + g + 2) * size_type(sizeof(size_type));
@@ -80,6 +87,7 @@ private:
   index_type cols_;
   values_type values_;
   crs_type x_, xt_;
+  detail::GatherSegments x_segments_, xt_segments_;
   ValueStats stats_;
   io::XFingerprint fingerprint_;
 };

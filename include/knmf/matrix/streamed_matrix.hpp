@@ -17,6 +17,7 @@
 #include "knmf/core/types.hpp"
 #include "knmf/io/h5ad.hpp"
 #include "knmf/matrix/stats.hpp"
+#include "knmf/matrix/detail/gather_segments.hpp"
 
 namespace knmf {
 
@@ -46,6 +47,8 @@ struct StreamBlock {
   size_type base = 0;
   Kokkos::View<ordinal_type*, MemSpace> entries;
   Kokkos::View<T*, MemSpace> values;
+  /// sparse: the long rows of this pass's row_map in segments (detail/gather_segments.hpp)
+  detail::GatherSegments segments;
 };
 
 template <class T>
@@ -78,7 +81,7 @@ public:
   int num_blocks() const { return int(bounds_.size()) - 1; }
   /// Row boundaries of the blocks (num_blocks() + 1 entries).
   const std::vector<size_type>& block_bounds() const { return bounds_; }
-  /// Device bytes of the two buffers.
+  /// Device bytes of the two buffers (and of the blocks' segment tables of long rows).
   size_type device_bytes() const { return device_bytes_; }
   const ExecSpace& space() const { return space_; }
   /// The content fingerprint of the file's X (io/fingerprint.hpp), set by load(); it has no
@@ -122,6 +125,8 @@ private:
     Kokkos::View<T*, MemSpace> val;
   };
   mutable Buffer buf_[2];
+  /// per block: the segment tables of its long rows (CSR pass) and long columns (CSC pass)
+  std::vector<detail::GatherSegments> seg_rows_, seg_csc_;
   /// The copies' execution space instance (CUDA: its own stream), made at the first pass and
   /// kept: a Kokkos::Cuda instance's teardown synchronizes the device, so one per pass would
   /// stall it twice an iteration. Shared by copies of this matrix.

@@ -54,6 +54,7 @@ struct BetaBlock {
   size_type base = 0;
   Kokkos::View<const ordinal_type*, MemSpace> entries;
   Kokkos::View<const T*, MemSpace> values;
+  GatherSegments segments;  ///< sparse: the long rows of row_map (products.hpp, spmm_gather)
 };
 
 /// One entry of a device View of offsets, on the host.
@@ -85,6 +86,7 @@ void for_each_beta_block(const ExecSpace&, const CsrMatrix<T>& X, bool transpose
   b.row_map = A.graph.row_map;
   b.entries = A.graph.entries;
   b.values = A.values;
+  b.segments = transposed ? X.xt_segments() : X.x_segments();
   f(b);
 }
 
@@ -105,6 +107,7 @@ void for_each_beta_block(const ExecSpace& space, const StreamedMatrix<T>& X, boo
       b.base = s.base;
       b.entries = s.entries;
       b.values = s.values;
+      b.segments = s.segments;
     }
     f(b);
   });
@@ -371,7 +374,7 @@ void beta_w_pass(const ExecSpace& space, const VisitBlocks& visit, const BetaOpe
         w.reserve_sparse(space, b.rows, nnz);
         sparse_ratio(space, b, o.W, b.r0, o.H, r * k, k, beta, w.vals);
         spmm_gather(space, b.row_map, b.base, b.entries, w.vals, slot_rows(o.H, r, k),
-                    slot_cols(P, r, k, b.r0, b.r1), false);
+                    slot_cols(P, r, k, b.r0, b.r1), false, b.segments);
       }
       for (size_type c0 = b.r0; c0 < b.r1; c0 += w.block_rows) {
         const size_type c1 = std::min<size_type>(c0 + w.block_rows, b.r1);
@@ -418,7 +421,7 @@ void beta_h_pass(const ExecSpace& space, const VisitBlocks& visit, const BetaOpe
         w.reserve_sparse(space, b.rows, nnz);
         sparse_ratio(space, b, o.H, 0, o.W, r * k, k, beta, w.vals);
         spmm_gather(space, b.row_map, b.base, b.entries, w.vals, slot_rows(o.W, r, k),
-                    slot_rows(Q, r, k), true);
+                    slot_rows(Q, r, k), true, b.segments);
       }
       if (b.sparse && beta == 1.0) continue;
       for (size_type c0 = b.r0; c0 < b.r1; c0 += w.block_rows) {

@@ -102,16 +102,63 @@ void wt_times_x(const ExecSpace& space, const DenseMatrix<T>& X, const Matrix<T>
   }
 }
 
+/// The long rows of spmm_gather's portable path (see there): the segments' partial sums
+/// ((rows of out) x segments, allocated for the call: counted by the memory plan,
+/// max_gather_segments), then each long row's sum of them in segment order.
+template <class T, class RowMap, class Entries, class Values>
+void gather_long_rows(const ExecSpace& space, const RowMap& row_map, size_type base,
+                      const Entries& entries, const Values& values, const Matrix<T>& in,
+                      const Matrix<T>& out, bool accumulate, const GatherSegments& segments) {
+  constexpr size_type S = gather_segment_entries;
+  const size_type rows = out.extent(0);
+  const Matrix<T> part(Kokkos::view_alloc(space, Kokkos::WithoutInitializing,
+                                          "knmf::spmm_gather::partials"),
+                       rows, segments.count);
+  const auto long_row = segments.rows, first = segments.first, owner = segments.owner;
+  Kokkos::parallel_for(
+      "knmf::spmm_gather::segments",
+      TeamPolicy(space, int(segments.count), team_size_for(int(rows))),
+      KOKKOS_LAMBDA(const Member& team) {
+        const size_type s = team.league_rank();
+        const size_type i = owner(s), a = long_row(i);
+        const size_type p0 = row_map(a) - base + (s - first(i)) * S;
+        const size_type end = row_map(a + 1) - base, p1 = p0 + S < end ? p0 + S : end;
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, rows), [&](const size_type r) {
+          T acc = T(0);
+          for (size_type p = p0; p < p1; ++p) acc += values(p) * in(r, entries(p));
+          part(r, s) = acc;
+        });
+      });
+  Kokkos::parallel_for(
+      "knmf::spmm_gather::sum_segments",
+      TeamPolicy(space, int(segments.long_rows()), team_size_for(int(rows))),
+      KOKKOS_LAMBDA(const Member& team) {
+        const size_type i = team.league_rank(), a = long_row(i);
+        const size_type s0 = first(i), s1 = first(i + 1);
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, rows), [&](const size_type r) {
+          T acc = accumulate ? out(r, a) : T(0);
+          for (size_type s = s0; s < s1; ++s) acc += part(r, s);
+          out(r, a) = acc;
+        });
+      });
+}
+
 /// out(:, a) = [out(:, a) +] sum over row a of A of A(a, b) * in(:, b), for the first
 /// out.extent(1) rows of a CSR matrix given by raw views: row_map holds 64-bit offsets that
 /// index entries/values after subtracting `base` (a streamed block keeps the global offsets of
 /// X, which may pass 2^32, while its arrays hold only the block). With `accumulate` the sum
 /// continues from out's value, term by term, so a product split into row blocks of X yields
-/// exactly the in-core sums.
+/// exactly the in-core sums (on the portable path: while no row of a block is long, below).
+///
+/// Portable path: one team per row of A, its threads over the rows of `in`/`out`. A row with
+/// more than gather_segment_entries entries (`segments`, built with the row offsets) is left
+/// to gather_long_rows: one team per segment of gather_segment_entries entries, each summing
+/// from zero into a partial, then out(:, a) = [out(:, a) +] partial_0 + partial_1 + ... in
+/// segment order. Every sum keeps a fixed order (no atomics): reproducible run to run.
 template <class T, class RowMap, class Entries, class Values>
 void spmm_gather(const ExecSpace& space, const RowMap& row_map, size_type base,
                  const Entries& entries, const Values& values, const Matrix<T>& in,
-                 const Matrix<T>& out, bool accumulate) {
+                 const Matrix<T>& out, bool accumulate, const GatherSegments& segments) {
   const size_type rows = out.extent(0);
   const size_type m = out.extent(1);
   if constexpr (host_tuned_kernels) {
@@ -119,6 +166,7 @@ void spmm_gather(const ExecSpace& space, const RowMap& row_map, size_type base,
     // loops are vectorized for the CPU at hand and walk the rows of `in` in blocks, all the
     // chunk's columns per block (host_kernels.cpp); 64 columns measured 2-3% faster
     // than 16 on cNMF's pbmcA run.
+    (void)segments;
     constexpr size_type chunk = 64;
     const size_type nchunk = (m + chunk - 1) / chunk;
     const size_type ld_in = size_type(in.stride(1)), ld_out = size_type(out.stride(1));
@@ -132,37 +180,42 @@ void spmm_gather(const ExecSpace& space, const RowMap& row_map, size_type base,
                       ld_in, out.data(), ld_out, rows, accumulate);
         });
   } else {
+    constexpr size_type S = gather_segment_entries;
     Kokkos::parallel_for(
         "knmf::spmm_gather", TeamPolicy(space, int(m), team_size_for(int(rows))),
         KOKKOS_LAMBDA(const Member& team) {
           const size_type a = team.league_rank();
           const size_type p0 = row_map(a) - base, p1 = row_map(a + 1) - base;
+          if (p1 - p0 > S) return;  // a long row: by segments (gather_long_rows)
           Kokkos::parallel_for(Kokkos::TeamThreadRange(team, rows), [&](const size_type r) {
             T acc = accumulate ? out(r, a) : T(0);
             for (size_type p = p0; p < p1; ++p) acc += values(p) * in(r, entries(p));
             out(r, a) = acc;
           });
         });
+    if (segments.count > 0)
+      gather_long_rows(space, row_map, base, entries, values, in, out, accumulate, segments);
   }
 }
 
 template <class T, class Crs>
-void spmm_gather(const ExecSpace& space, const Crs& A, const Matrix<T>& in, const Matrix<T>& out) {
-  spmm_gather(space, A.graph.row_map, 0, A.graph.entries, A.values, in, out, false);
+void spmm_gather(const ExecSpace& space, const Crs& A, const GatherSegments& segments,
+                 const Matrix<T>& in, const Matrix<T>& out) {
+  spmm_gather(space, A.graph.row_map, 0, A.graph.entries, A.values, in, out, false, segments);
 }
 
 /// P = H X^T for sparse X: gather over the rows of X.
 template <class T>
 void x_times_ht(const ExecSpace& space, const CsrMatrix<T>& X, const Matrix<T>& H,
                 const Matrix<T>& P) {
-  spmm_gather(space, X.x(), H, P);
+  spmm_gather(space, X.x(), X.x_segments(), H, P);
 }
 
 /// Q = W X for sparse X: gather over the rows of X^T (the CSC copy).
 template <class T>
 void wt_times_x(const ExecSpace& space, const CsrMatrix<T>& X, const Matrix<T>& W,
                 const Matrix<T>& Q) {
-  spmm_gather(space, X.xt(), W, Q);
+  spmm_gather(space, X.xt(), X.xt_segments(), W, Q);
 }
 
 /// P = H X^T for a streamed X: one pass over the row blocks, each filling its columns of P.
@@ -175,7 +228,7 @@ void x_times_ht(const ExecSpace& space, const StreamedMatrix<T>& X, const Matrix
     if (!X.sparse())
       KokkosBlas::gemm(space, "N", "N", T(1), H, b.xt, T(0), Pb);
     else
-      spmm_gather(space, b.row_map, b.base, b.entries, b.values, H, Pb, false);
+      spmm_gather(space, b.row_map, b.base, b.entries, b.values, H, Pb, false, b.segments);
   });
 }
 
@@ -190,7 +243,7 @@ void wt_times_x(const ExecSpace& space, const StreamedMatrix<T>& X, const Matrix
       KokkosBlas::gemm(space, "N", "T", T(1), Wb, b.xt, first ? T(0) : T(1), Q);
     } else {
       // CSC of the block: rows of X^T are genes, entries are global cell indices into W.
-      spmm_gather(space, b.row_map, b.base, b.entries, b.values, W, Q, !first);
+      spmm_gather(space, b.row_map, b.base, b.entries, b.values, W, Q, !first, b.segments);
     }
     first = false;
   });
