@@ -1,7 +1,6 @@
 // The solver's per-slot kernels (src/solver/detail/kernels.hpp) against plain host references,
 // at the sizes where their code paths change: column chunks (1,024) with a partial last chunk,
-// the Gram's scratch tiles (a partial last tile; k >= 101 has no tile and reads global
-// memory), the CD sweep's G + l2 I in team scratch (k <= 71) or in global memory (k > 71),
+// the Gram's scratch tiles (a partial last tile) and its register blocks from k = 64, the CD sweep's G + l2 I in team scratch (k <= 71) or in global memory (k > 71),
 // and an inactive slot that must be left alone. The default build runs the host-tuned
 // kernels here, the device-kernels build (KNMF_DEVICE_KERNELS_ON_HOST) the portable ones.
 //
@@ -79,6 +78,19 @@ TEST_P(Kernels, SlotGramEqualsLongDoubleReference) {
           ref += (long double)h(r * k + s, j) * (long double)h(r * k + t, j);
         worst = std::max(worst, rel(g(r, s, t), ref));
         ASSERT_EQ(g(r, s, t), g(r, t, s)) << "symmetric";
+        if constexpr (!host_tuned_kernels) {
+          // the portable kernels' order (a thread per pair below gram_blocks_from_k, register
+          // blocks from there): each 1,024-column chunk summed in column order in double from
+          // zero, the chunks' sums added in chunk order; -ffp-contract=off in both
+          double sum = 0;
+          for (size_type j0 = 0; j0 < m_cols; j0 += detail::slot_chunk) {
+            double a = 0;
+            for (size_type j = j0; j < std::min(m_cols, j0 + detail::slot_chunk); ++j)
+              a += h(r * k + s, j) * h(r * k + t, j);
+            sum += a;
+          }
+          ASSERT_EQ(g(r, s, t), sum) << "r=" << r << " s=" << s << " t=" << t;
+        }
       }
   EXPECT_LT(worst, 1e-14) << "R=" << R << " k=" << k;
 }
@@ -217,10 +229,13 @@ TEST_P(Kernels, MuUpdateEqualsHostReference) {
 
 // k = 4, 20: scratch paths; 31 / 32: the last k of the thread-per-column CD sweep and the
 // first of the lanes-per-column one (cd_lanes_from_k); 71 / 72: the last k whose G + l2 I fits
-// the CD kernel's scratch, and the first that does not; 110: the Gram without scratch tiles.
+// the CD kernel's scratch, and the first that does not; 63 / 64: the last k of the portable
+// Gram's thread per pair and the first of its register blocks (gram_blocks_from_k); 110: k
+// past 100 (before the register blocks, the Gram without scratch tiles), a partial block.
 INSTANTIATE_TEST_SUITE_P(Sizes, Kernels,
                          ::testing::Values(Case{3, 4}, Case{3, 20}, Case{3, 31}, Case{3, 32},
-                                           Case{2, 71}, Case{2, 72}, Case{2, 110}),
+                                           Case{2, 63}, Case{2, 64}, Case{2, 71}, Case{2, 72},
+                                           Case{2, 110}),
                          [](const auto& info) {
                            return "R" + std::to_string(info.param.R) + "_k" +
                                   std::to_string(info.param.k);

@@ -45,16 +45,22 @@ using SlotMask = Kokkos::View<int*, MemSpace>;
 /// Columns per chunk of the per-slot reductions.
 inline constexpr size_type slot_chunk = 1024;
 
-/// Threads per team of the portable team kernels: a power of two from 32 (a warp) to 256,
-/// enough for `work_per_team` items. A host backend caps it at its thread pool (Kokkos' team
-/// size limit there); the host-tuned kernels use one thread per team.
-inline int team_size_for(int work_per_team) {
+/// Threads per team of the portable team kernels: a multiple of 32 (a warp) covering
+/// `work_per_team` items in as few passes as 256 threads would, with the fewest threads that
+/// do (R·k = 160 rows: 160 threads in one pass, not 256 with 96 idle; 800 rows: 4 passes of
+/// 224, not of 256 with the last one 3/4 idle). A host backend caps it at its thread pool
+/// (Kokkos' team size limit there); the host-tuned kernels use one thread per team.
+/// `most`: the largest team (a multiple of 32) the kernel's registers allow.
+inline int team_size_for(int work_per_team, int most = 256) {
   if constexpr (host_tuned_kernels) {
     (void)work_per_team;
+    (void)most;
     return 1;
   } else {
-    int t = 32;
-    while (t < work_per_team && t < 256) t *= 2;
+    const int work = work_per_team < 1 ? 1 : work_per_team;
+    const int passes = (work + most - 1) / most;
+    const int per_pass = (work + passes - 1) / passes;
+    int t = 32 * ((per_pass + 31) / 32);
     if constexpr (host_backend) {
       const int pool = ExecSpace().concurrency();
       if (t > pool) t = pool;
@@ -175,6 +181,105 @@ void slot_gram_chunks(const ExecSpace& space, const Matrix<T>& F, int R, int k,
       });
 }
 
+/// k from which the portable Gram holds its pair sums in registers, a 4 x 4 block of pairs
+/// per thread (slot_gram_blocks), instead of one pair per thread with the sums in team
+/// scratch: at k = 64 the k (k + 1) / 2 = 2,080 pair sums take 16 KiB of the 40 KiB budget and
+/// leave tiles of 47 columns (fp64), 1 column near k = 100 and none from k = 101, where the
+/// kernel then read F from global memory for each pair.
+inline constexpr int gram_blocks_from_k = 64;
+/// Rows (and columns) of a block of pairs in slot_gram_blocks.
+inline constexpr int gram_block = 4;
+
+/// Columns of a slot's k rows that slot_gram_blocks stages in team scratch per step: on a GPU
+/// at most 64 in the 40 KiB budget; on a host backend (a team of as many threads as the pool,
+/// so many passes over the blocks) the whole 1,024-column chunk where it takes at most 4 MiB,
+/// so that it is loaded once and every pass reads it from cache.
+template <class T>
+int gram_block_tile_columns(int k) {
+  const size_t per_column = size_t(k) * sizeof(T);
+  if constexpr (host_backend)
+    if (per_column * slot_chunk <= (size_t(4) << 20)) return int(slot_chunk);
+  const size_t cols = (team_scratch_budget - 64) / per_column;  // 64: alignment slack
+  return int(cols < 64 ? cols : 64);
+}
+
+/// Portable kernel of slot_gram from k = gram_blocks_from_k: one team per (column chunk, slot),
+/// one thread per 4 x 4 block (s-block <= t-block) of the k x k pairs, its 16 sums in
+/// registers (double). The slot's k rows are staged through team scratch a tile of columns at
+/// a time as in slot_gram_chunks (coalesced loads, each value read from global memory once per
+/// pass); per column a thread reads 4 + 4 values of scratch for 16 multiply-adds, where a
+/// thread per pair reads 2 for 1. A team with fewer threads than blocks (a host backend, or k
+/// past 124: 528 blocks) takes them in passes, each streaming the chunk again unless it fits
+/// one tile (a host backend's 1,024-column tile: loaded once); k past 5,112
+/// in fp64, past 10,224 in fp32: no column of k values fits the budget) is left to
+/// slot_gram_chunks. Each pair's sum
+/// runs over the columns in order, in double, from zero: bitwise the sums of
+/// slot_gram_chunks (a product of two values is the same either way round).
+template <class T>
+void slot_gram_blocks(const ExecSpace& space, const Matrix<T>& F, int R, int k,
+                      const SlotMask& active, const Kokkos::View<double*, MemSpace>& partial) {
+  constexpr int B = gram_block;
+  const size_type m = F.extent(1);
+  const size_type nch = num_chunks(m);
+  const int kk = k * k;
+  const int nb = (k + B - 1) / B;
+  const int nblocks = nb * (nb + 1) / 2;
+  const int tile = gram_block_tile_columns<T>(k);
+  // up to 512 threads: a thread holds 16 sums and 8 operands (about 64 registers)
+  TeamPolicy policy(space, int(nch * R), team_size_for(nblocks, 512));
+  policy.set_scratch_size(0, Kokkos::PerTeam(ScratchValues<T>::shmem_size(size_t(k) * tile)));
+  Kokkos::parallel_for(
+      "knmf::gram::blocks", policy, KOKKOS_LAMBDA(const Member& team) {
+        const int r = team.league_rank() % R;
+        const size_type c = team.league_rank() / R;
+        double* out = &partial(size_type(c * R + r) * kk);
+        if (!active(r)) return;
+        const size_type j0 = c * slot_chunk;
+        const size_type j1 = (j0 + slot_chunk < m) ? j0 + slot_chunk : m;
+        const int row0 = r * k;
+        ScratchValues<T> rows(team.team_scratch(0), size_t(k) * tile);
+        const bool one_tile = j1 - j0 <= size_type(tile);  // loaded once for every pass
+        for (int pass = 0; pass < nblocks; pass += team.team_size()) {
+          const int id = pass + team.team_rank();
+          int sb = 0, tb = 0;
+          if (id < nblocks) gram_pair(id, nb, sb, tb);
+          const int s0 = sb * B, t0 = tb * B;
+          double acc[B][B];
+          for (int u = 0; u < B; ++u)
+            for (int v = 0; v < B; ++v) acc[u][v] = 0.0;
+          for (size_type jt = j0; jt < j1; jt += tile) {
+            const int nt = int(jt + tile < j1 ? tile : j1 - jt);
+            if (pass == 0 || !one_tile) {
+              team.team_barrier();  // the previous tile is consumed
+              Kokkos::parallel_for(Kokkos::TeamThreadRange(team, k * nt), [&](const int e) {
+                rows(e) = F(row0 + e % k, jt + e / k);
+              });
+              team.team_barrier();
+            }
+            if (id >= nblocks) continue;
+            for (int q = 0; q < nt; ++q) {
+              double a[B], b[B];
+              for (int u = 0; u < B; ++u) {
+                a[u] = s0 + u < k ? double(rows(s0 + u + k * q)) : 0.0;
+                b[u] = t0 + u < k ? double(rows(t0 + u + k * q)) : 0.0;
+              }
+              for (int u = 0; u < B; ++u)
+                for (int v = 0; v < B; ++v) acc[u][v] += a[u] * b[v];
+            }
+          }
+          if (id >= nblocks) continue;
+          for (int u = 0; u < B; ++u)
+            for (int v = 0; v < B; ++v) {
+              const int s = s0 + u, t = t0 + v;
+              if (s < k && t < k && s <= t) {
+                out[s * k + t] = acc[u][v];
+                out[t * k + s] = acc[u][v];
+              }
+            }
+        }
+      });
+}
+
 /// G(r) = F_r F_r^T for every active slot r (F: (R*k) x m), accumulated in double; the
 /// other slots' G is set to zero.
 /// `partial` must hold num_chunks(m) * R * k * k doubles.
@@ -196,6 +301,8 @@ void slot_gram(const ExecSpace& space, const Matrix<T>& F, int R, int k, const S
         space, "knmf::gram::chunks", m, R, [=](int r, size_type c, size_type j0, size_type j1) {
           if (active(r)) host_slot_gram(k, f, ld, r * k, j0, j1, part + size_type(c * R + r) * kk);
         });
+  } else if (k >= gram_blocks_from_k && gram_block_tile_columns<T>(k) >= 1) {
+    slot_gram_blocks(space, F, R, k, active, partial);
   } else {
     slot_gram_chunks(space, F, R, k, active, partial);
   }
