@@ -4,6 +4,7 @@
 //   knmf_bench_iteration --n N --g G --density D --R R --k K [--dtype float|double]
 //       [--format dense|sparse|streamed-dense|streamed-sparse] [--blocks B] [--solver mu|cd]
 //       [--iters A,B] [--repeats N] [--beta-loss frobenius|kullback-leibler|NUMBER]
+//       [--dense-genes D]   (the first D genes present in every cell: long rows of X^T)
 // Prints one JSON object: seconds per iteration (median over repeats of (t(B) - t(A)) / (B - A),
 // so init and copies cancel), GFLOP/s of the two products (dense: 4 n g R k; sparse:
 // 4 nnz R k), bytes of X on the device, peak RSS.
@@ -32,13 +33,14 @@ struct Args {
   std::string dtype = "float", format = "sparse", solver = "mu", iters = "2,6";
   std::string beta_loss = "frobenius";
   int blocks = 4, repeats = 3;
+  size_type dense_genes = 0;
 };
 
 /// Row i of a synthetic X: about density * g entries at random columns, values from 10
 /// planted programs (cell i mixes programs i % 10 and (i / 10) % 10). Deterministic.
 template <class T>
-void make_row(size_type i, size_type g, double density, std::vector<ordinal_type>& cols,
-              std::vector<T>& vals) {
+void make_row(size_type i, size_type g, double density, size_type dense_genes,
+              std::vector<ordinal_type>& cols, std::vector<T>& vals) {
   std::mt19937_64 rng(0x9e3779b97f4a7c15ULL ^ std::uint64_t(i));
   std::uniform_real_distribution<double> u(0.0, 1.0);
   cols.clear();
@@ -47,10 +49,11 @@ void make_row(size_type i, size_type g, double density, std::vector<ordinal_type
   if (density >= 1.0) {
     for (size_type j = 0; j < g; ++j) cols.push_back(ordinal_type(j));
   } else {
+    for (size_type j = 0; j < dense_genes && j < g; ++j) cols.push_back(ordinal_type(j));
     const double lq = std::log1p(-density);
     for (double j = std::floor(std::log(1.0 - u(rng)) / lq); j < double(g);
          j += 1.0 + std::floor(std::log(1.0 - u(rng)) / lq))
-      cols.push_back(ordinal_type(j));
+      if (j >= double(dense_genes)) cols.push_back(ordinal_type(j));
   }
   for (auto j : cols) {
     const int p = int(j % 10);
@@ -89,11 +92,11 @@ void time_solver(const Args& a, const XMat& X, size_type nnz, double x_bytes) {
   const double flops = 4.0 * double(a.R) * a.k * (dense ? double(a.n) * double(a.g) : double(nnz));
   std::printf(
       "{\"n\": %lld, \"g\": %lld, \"density\": %.4f, \"nnz\": %lld, \"R\": %d, \"k\": %d, "
-      "\"dtype\": \"%s\", \"format\": \"%s\", \"solver\": \"%s\", \"beta_loss\": \"%s\", \"blocks\": %d, "
+      "\"dense_genes\": %lld, \"dtype\": \"%s\", \"format\": \"%s\", \"solver\": \"%s\", \"beta_loss\": \"%s\", \"blocks\": %d, "
       "\"seconds_per_iteration\": %.6g, \"gflops\": %.4g, \"x_device_bytes\": %.0f, "
       "\"peak_rss_bytes\": %.0f, \"threads\": %d, \"blas\": \"%s\"}\n",
       (long long)a.n, (long long)a.g, double(nnz) / (double(a.n) * a.g), (long long)nnz, a.R,
-      a.k, a.dtype.c_str(), a.format.c_str(), a.solver.c_str(), a.beta_loss.c_str(), a.blocks, s, flops / s * 1e-9,
+      a.k, (long long)a.dense_genes, a.dtype.c_str(), a.format.c_str(), a.solver.c_str(), a.beta_loss.c_str(), a.blocks, s, flops / s * 1e-9,
       x_bytes, bench::peak_rss_bytes(), concurrency(), blas_core().c_str());
 }
 
@@ -105,7 +108,7 @@ void run(const Args& a) {
   size_type nnz = 0;
   std::vector<size_type> row_nnz(size_t(a.n));
   for (size_type i = 0; i < a.n; ++i) {
-    make_row<T>(i, a.g, a.density, cols, vals);
+    make_row<T>(i, a.g, a.density, a.dense_genes, cols, vals);
     row_nnz[size_t(i)] = size_type(cols.size());
     nnz += row_nnz[size_t(i)];
   }
@@ -122,7 +125,7 @@ void run(const Args& a) {
       bc.clear();
       bv.clear();
       for (size_type i = r0; i < r1; ++i) {
-        make_row<T>(i, a.g, a.density, cols, vals);
+        make_row<T>(i, a.g, a.density, a.dense_genes, cols, vals);
         bc.insert(bc.end(), cols.begin(), cols.end());
         bv.insert(bv.end(), vals.begin(), vals.end());
         off.push_back(size_type(bv.size()));
@@ -138,7 +141,7 @@ void run(const Args& a) {
       const size_type r1 = std::min(a.n, r0 + block_rows);
       rows.assign(size_t((r1 - r0) * a.g), T(0));
       for (size_type i = r0; i < r1; ++i) {
-        make_row<T>(i, a.g, a.density, cols, vals);
+        make_row<T>(i, a.g, a.density, a.dense_genes, cols, vals);
         for (size_t p = 0; p < cols.size(); ++p) rows[size_t((i - r0) * a.g + cols[p])] = vals[p];
       }
       X.set_rows(r0, r1, rows.data());
@@ -154,7 +157,7 @@ void run(const Args& a) {
     std::vector<T> dense;
     if (!sparse) dense.assign(size_t(a.n * a.g), T(0));
     for (size_type i = 0; i < a.n; ++i) {
-      make_row<T>(i, a.g, a.density, cols, vals);
+      make_row<T>(i, a.g, a.density, a.dense_genes, cols, vals);
       if (sparse) {
         ac.insert(ac.end(), cols.begin(), cols.end());
         av.insert(av.end(), vals.begin(), vals.end());
@@ -195,6 +198,7 @@ int main(int argc, char** argv) {
   app.add_option("--iters", a.iters);
   app.add_option("--blocks", a.blocks);
   app.add_option("--repeats", a.repeats);
+  app.add_option("--dense-genes", a.dense_genes, "the first D genes in every cell");
   CLI11_PARSE(app, argc, argv);
   if (a.dtype == "double")
     run<double>(a);
