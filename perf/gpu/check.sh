@@ -104,7 +104,7 @@ fi
 DATA=$ROOT/tests/data/real/cnmf-pbmc-donor-a
 H5AD=$DATA/prepare/pbmcA/cnmf_tmp/pbmcA.norm_counts.h5ad
 
-# Libraries: the carried ones, then cuBLAS/cuSPARSE and the driver from the machine (never carried: too
+# Libraries: the carried ones, then cuBLAS and the driver from the machine (never carried: too
 # big, and libcuda must be the driver's own). Only knmf's programs get this path (python's
 # packages must not see the carried libstdc++).
 cuda_dirs=""
@@ -112,9 +112,10 @@ for d in /usr/local/nvidia/lib64 /usr/local/nvidia/lib /usr/local/cuda/lib64 \
   /usr/local/cuda/targets/x86_64-linux/lib; do
   [[ -d $d ]] && cuda_dirs+=":$d"
 done
-# cuBLAS, cuBLASLt, cuSPARSE and nvJitLink (which cuSPARSE 13 needs) come from the machine:
-# where the loader's cache does not list one, find it.
-for lib in libcublas.so.13 libcublasLt.so.13 libcusparse.so.13 libnvJitLink.so.13; do
+# cuBLAS and cuBLASLt come from the machine (no cuSPARSE: cmake/bootstrap.sh builds Kokkos
+# Kernels without it, and prepare.sh refuses a program that needs it): where the loader's cache
+# does not list one, find it.
+for lib in libcublas.so.13 libcublasLt.so.13; do
   if ! ldconfig -p 2>/dev/null | grep -q "$lib "; then
     f=$(timeout 30 find /usr/local /opt /usr/lib -name "$lib" -print -quit 2>/dev/null)
     [[ -n $f && $cuda_dirs != *":$(dirname "$f")"* ]] && cuda_dirs+=":$(dirname "$f")"

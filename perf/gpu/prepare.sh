@@ -11,7 +11,7 @@
 #     in build-device-cuda-sm90/: the driver, knmf_bench_solver and the GPU-relevant tests;
 #   * host OpenMP (cmake/bootstrap.sh) in build-device-host/: the driver;
 # then stages in .device/: payload.tar.xz holding bin/ (the CUDA programs), host/knmf, lib/
-# (every shared library they need but the C library, the CUDA driver and cuBLAS/cuSPARSE, which
+# (every shared library they need but the C library, the CUDA driver and cuBLAS, which
 # the device machine has; the CUDA runtime libcudart.so.13 travels) and lib/glibc/ (this
 # machine's C library and loader, used only where the device's glibc is older); next to it
 # tests.txt (the tests to run) and MANIFEST. The data (tests/data, with the pbmcA run in
@@ -97,9 +97,9 @@ strip --strip-unneeded "$new"/bin/* "$new"/host/*
 printf '%s\n' "$tests_txt" >"$new/tests.txt"
 
 # Shared libraries: everything ldd resolves, except the C library (lib/glibc/ instead), the
-# CUDA driver, cuBLAS and cuSPARSE (the device machine's own), copied under their sonames.
+# CUDA driver and cuBLAS (the device machine's own), copied under their sonames.
 glibc_re='^(linux-vdso|ld-linux-x86-64|libc|libm|libpthread|libdl|librt|libresolv|libutil|libmvec)\.so'
-device_re='^(libcuda|libcublas|libcublasLt|libcusparse|libnvJitLink|libnvidia-)\.so'
+device_re='^(libcuda|libcublas|libcublasLt|libnvidia-)\.so'
 for exe in "$new"/bin/* "$new"/host/*; do
   ldd "$exe" | awk '/=>/ {print $1, $3} !/=>/ && $1 ~ /^\// {print $1, $1}'
 done | sort -u | while read -r soname path; do
@@ -121,6 +121,12 @@ done
 # ---- checks ----------------------------------------------------------------------------------
 fail=0
 for exe in "$new"/bin/* "$new"/host/*; do
+  # cuSPARSE is off in the CUDA Kokkos Kernels (cmake/bootstrap.sh): a program that still
+  # needs it (or nvJitLink, which it pulls in) would not start on a machine without them
+  if /usr/bin/ldd "$exe" | grep -Eq 'lib(cusparse|nvJitLink)\.so'; then
+    log "$exe needs cuSPARSE or nvJitLink (cmake/bootstrap.sh builds Kokkos Kernels without them)"
+    fail=1
+  fi
   # (libcuda.so.1, which Kokkos 4 links for the driver API, is the device machine's driver)
   miss=$(env -i LD_LIBRARY_PATH="$new/lib:/usr/local/cuda/lib64:/usr/local/cuda/lib" /usr/bin/ldd "$exe" |
     grep 'not found' | grep -Ev "^[[:space:]]*(libcuda|libnvidia-)\.so" || true)

@@ -71,7 +71,9 @@ std::vector<RefitResult> refit_usages(const ExecSpace& space, const XMat& X,
 struct SolverBytes {
   /// Bytes per slot of a batch: the factors and products (W, P, H, Q, H_next; a refit's
   /// W_next), the per-slot Grams and chunk partials, and the dense products' host scratch
-  /// (double on the OpenMP backend, where both products are formed transposed).
+  /// (double on the OpenMP backend, where both products are formed transposed); on the
+  /// portable kernels with a sparse X of `sparse_nnz` entries, the sparse gather's partial
+  /// sums of long rows (at most 2 nnz / 8,192 columns of k values a slot).
   std::int64_t per_slot = 0;
   /// Bytes per batch whatever its size: the result staging buffer (k x max(n, g)) and, for
   /// beta_loss != 2, the beta passes' scratch (W H in row blocks of at most 64 MiB, and for a
