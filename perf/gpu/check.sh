@@ -6,8 +6,9 @@
 # the working tree (tests/data/real).
 #
 #   bash perf/gpu/check.sh            writes $OUT/summary.md, $OUT/check.log,
-#                                     $OUT/bench_f32.json, $OUT/bench_f64.json and
-#                                     $OUT/compare_all.json (every comparison): 5 files of
+#                                     $OUT/bench_f32.json, $OUT/bench_f64.json,
+#                                     $OUT/bench_sparse.json and
+#                                     $OUT/compare_all.json (every comparison): 6 files of
 #                                     the tool's 8
 #
 # Environment: OUT (default /tmp/knmf-gpu-check-out), KNMF_DEVICE_DIR (default .device),
@@ -350,6 +351,14 @@ if want bench; then
     --benchmark_filter='<float' --benchmark_out="$OUT/bench_f32.json" --benchmark_out_format=json
   step "bench_solver fp64" "$(cap 80 30)" "${KX[@]}" "$P/bin/knmf_bench_solver" \
     --benchmark_filter='<double' --benchmark_out="$OUT/bench_f64.json" --benchmark_out_format=json
+  # a sparse X with 8 genes in every one of 400,000 cells: rows of X^T of 400,000 entries,
+  # gathered in segments (docs/device-kernels.md); one JSON line per solver
+  for solver in mu cd; do
+    step "bench_iteration sparse $solver" "$(cap 40 30)" "${KX[@]}" "$P/bin/knmf_bench_iteration" \
+      --format sparse --n 400000 --g 2000 --density 0.05 --dense-genes 8 --R 8 --k 20 \
+      --solver $solver --dtype float --repeats 3 &&
+      grep '^{' "$WORK/last.out" >>"$OUT/bench_sparse.json"
+  done
 fi
 
 # ---- 8. the other unit tests on the GPU ------------------------------------------------------
@@ -394,6 +403,10 @@ fi
   fi
   bench=()
   for f in "$OUT"/bench_f32.json "$OUT"/bench_f64.json; do [[ -s $f ]] && bench+=("$f"); done
+  if [[ -s $OUT/bench_sparse.json ]]; then
+    echo "## Sparse iteration with long rows (knmf_bench_iteration, seconds per iteration)"
+    cat "$OUT/bench_sparse.json"
+  fi
   if ((${#bench[@]})); then
     echo "## Iteration benchmark (perf/bench_solver.cpp), medians of 5"
     echo

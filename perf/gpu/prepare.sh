@@ -71,7 +71,7 @@ if [[ ${KNMF_SKIP_BUILD:-0} != 1 ]]; then
     -DKokkos_ROOT="$cuda_prefix" -DKokkosKernels_ROOT="$cuda_prefix" \
     -DCMAKE_CXX_COMPILER="$cuda_prefix/bin/nvcc_wrapper" -DCMAKE_CXX_FLAGS="-arch=sm_$arch" \
     -DKNMF_ENABLE_MPI=OFF -DKNMF_ENABLE_PERF=ON -DKNMF_ENABLE_TESTS=ON >&2
-  cmake --build "$cuda_bdir" -j "$jobs" --target knmf_driver knmf_bench_solver "${cuda_tests[@]}" >&2
+  cmake --build "$cuda_bdir" -j "$jobs" --target knmf_driver knmf_bench_solver knmf_bench_iteration "${cuda_tests[@]}" >&2
   cmake -G Ninja -S . -B "$host_bdir" -DCMAKE_BUILD_TYPE=Release "${launcher[@]}" \
     -DKokkos_ROOT="$host_prefix" -DKokkosKernels_ROOT="$host_prefix" -DKNMF_ENABLE_MPI=OFF >&2
   cmake --build "$host_bdir" -j "$jobs" --target knmf_driver >&2
@@ -88,7 +88,7 @@ find_exe() {  # the built program $1 under build dir $2
   [[ -n $f ]] || { log "missing $1 in $2 (build it first)"; exit 1; }
   echo "$f"
 }
-for p in knmf knmf_bench_solver "${cuda_tests[@]}"; do
+for p in knmf knmf_bench_solver knmf_bench_iteration "${cuda_tests[@]}"; do
   cp "$(find_exe "$p" "$cuda_bdir")" "$new/bin/$p"
 done
 cp "$(find_exe knmf "$host_bdir")" "$new/host/knmf"
