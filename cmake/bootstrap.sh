@@ -121,11 +121,12 @@ else
   arch_flags="-arch=sm_$cuda_arch"
   kokkos_opts=("${common_kokkos[@]}" -DKokkos_ENABLE_CUDA=ON -DKokkos_ENABLE_CUDA_LAMBDA=ON
                "-DKokkos_ARCH_$kokkos_arch=ON" "-DCMAKE_CXX_FLAGS=$arch_flags")
-  # cuBLAS for the dense products; no cuSPARSE: knmf's sparse products are its own kernels
-  # (src/solver/detail/products.hpp), and the TPL only made every CUDA program need
-  # libcusparse and libnvJitLink on the GPU machine (issue 26).
+  # cuBLAS for the dense products; no cuSPARSE (nor cuSOLVER, which needs it): knmf's sparse
+  # products are its own kernels (src/solver/detail/products.hpp), and the TPLs only made
+  # every CUDA program need libcusparse and libnvJitLink on the GPU machine (issue 26).
   kk_opts=("${common_kk[@]}" -DKokkosKernels_ENABLE_TPL_CUBLAS=ON
-           -DKokkosKernels_ENABLE_TPL_CUSPARSE=OFF "-DCMAKE_CXX_FLAGS=$arch_flags"
+           -DKokkosKernels_ENABLE_TPL_CUSPARSE=OFF -DKokkosKernels_ENABLE_TPL_CUSOLVER=OFF
+           "-DCMAKE_CXX_FLAGS=$arch_flags"
            -DKokkosKernels_INST_EXECSPACE_CUDA=OFF -DKokkosKernels_INST_MEMSPACE_CUDASPACE=OFF
            -DKokkosKernels_INST_MEMSPACE_CUDAUVMSPACE=OFF)
   patches=("$here"/patches/kokkos-$kokkos_version-cuda13*.patch)
