@@ -298,11 +298,13 @@ fi
 export KNMF_TEST_DATA_DIR=$ROOT/tests/data KNMF_TEST_DERIVED_DIR=$WORK/derived
 TESTS=$WORK/tests.txt
 : >"$TESTS"
-run_test() {  # NAME [FILTER]
-  local t=$1 filter=${2:-} args=()
-  [[ -x $P/bin/$t ]] || { printf '%s\tmissing\t0\t\n' "test $t" >>"$RES"; return; }
-  [[ -n $filter ]] && args=(--gtest_filter="$filter")
-  step "test $t" "$(cap 60 "${3:-10}")" "${KX[@]}" "$P/bin/$t" "${args[@]}"
+run_test() {  # NAME [FILTER [TIMEOUT]]: the ctest entry NAME of tests.txt (program, arguments)
+  local t=$1 filter=${2:-} args=() prog src
+  IFS=$'\t' read -r _ prog src < <(awk -F'\t' -v t="$t" '$1 == t' "$D/tests.txt")
+  [[ -n $prog && -x $P/bin/$prog ]] || { printf '%s\tmissing\t0\t\n' "test $t" >>"$RES"; return; }
+  read -r -a args <<<"$src"
+  [[ -n $filter ]] && args+=(--gtest_filter="$filter")
+  step "test $t" "$(cap 60 "${3:-10}")" "${KX[@]}" "$P/bin/$prog" "${args[@]}"
   grep -E '^\[  (PASSED|FAILED|SKIPPED) +\]|tests? ran|^\[ +peak|peak / plan' "$WORK/last.out" | sed "s/^/$t: /" >>"$TESTS"
 }
 if want tests; then
@@ -363,8 +365,9 @@ fi
 
 # ---- 8. the other unit tests on the GPU ------------------------------------------------------
 if want tests; then
-  while read -r t filter; do
+  while IFS=$'\t' read -r t _; do
     [[ -z $t || $t == \#* ]] && continue
+    filter=""
     [[ " ${EARLY_TESTS[*]} " == *" $t "* ]] && continue
     # The schema test reads a results file with python3's h5py; a device without it (the first
     # H200 had none) runs the rest of the suite and says so instead of failing on the machine.

@@ -14,7 +14,7 @@
 # (every shared library they need but the C library, the CUDA driver and cuBLAS, which
 # the device machine has; the CUDA runtime libcudart.so.13 travels) and lib/glibc/ (this
 # machine's C library and loader, used only where the device's glibc is older); next to it
-# tests.txt (the tests to run) and MANIFEST. The data (tests/data, with the pbmcA run in
+# tests.txt (the tests to run: ctest name, program, its arguments) and MANIFEST. The data (tests/data, with the pbmcA run in
 # tests/data/real) travels in the working tree. It checks, before packing, that each program's
 # libraries resolve from lib/, that each CUDA program holds sm_90 code and compute_90 PTX for
 # every module with kernels, and that the folder plus the working tree stay under the tool's
@@ -55,7 +55,21 @@ test_consensus_reference
 test_demo_pipeline
 test_h5ad_reader
 test_results_file'
-mapfile -t cuda_tests < <(awk '{print $1}' <<<"$tests_txt")
+# ctest entries, not programs: the tests of an area are one program (tests/CMakeLists.txt,
+# knmf_test_program), and an entry runs it with --knmf_source=FILE (its own cases only).
+# test_rows: "name<TAB>program<TAB>arguments" of each, read from ctest's own description.
+test_rows_of() {  # $1: a configured build dir
+  ctest --test-dir "$1" --show-only=json-v1 | /usr/bin/python3 -c '
+import json, os, sys
+want = sys.argv[1].split()
+tests = {t["name"]: t.get("command", []) for t in json.load(sys.stdin)["tests"]}
+for n in want:
+    if not tests.get(n):
+        sys.exit("prepare: no ctest entry %s in the CUDA build" % n)
+    cmd = tests[n]
+    print("%s\t%s\t%s" % (n, os.path.basename(cmd[0]), " ".join(cmd[1:])))
+' "$(tr '\n' ' ' <<<"$tests_txt")"
+}
 
 t0=$(date +%s)
 if [[ ${KNMF_SKIP_BUILD:-0} != 1 ]]; then
@@ -71,11 +85,15 @@ if [[ ${KNMF_SKIP_BUILD:-0} != 1 ]]; then
     -DKokkos_ROOT="$cuda_prefix" -DKokkosKernels_ROOT="$cuda_prefix" \
     -DCMAKE_CXX_COMPILER="$cuda_prefix/bin/nvcc_wrapper" -DCMAKE_CXX_FLAGS="-arch=sm_$arch" \
     -DKNMF_ENABLE_MPI=OFF -DKNMF_ENABLE_PERF=ON -DKNMF_ENABLE_TESTS=ON >&2
-  cmake --build "$cuda_bdir" -j "$jobs" --target knmf_driver knmf_bench_solver knmf_bench_iteration "${cuda_tests[@]}" >&2
+  mapfile -t cuda_programs < <(test_rows_of "$cuda_bdir" | cut -f2 | sort -u)
+  ((${#cuda_programs[@]})) || { log "no test program found in $cuda_bdir"; exit 1; }
+  cmake --build "$cuda_bdir" -j "$jobs" --target knmf_driver knmf_bench_solver knmf_bench_iteration "${cuda_programs[@]}" >&2
   cmake -G Ninja -S . -B "$host_bdir" -DCMAKE_BUILD_TYPE=Release "${launcher[@]}" \
     -DKokkos_ROOT="$host_prefix" -DKokkosKernels_ROOT="$host_prefix" -DKNMF_ENABLE_MPI=OFF >&2
   cmake --build "$host_bdir" -j "$jobs" --target knmf_driver >&2
 fi
+test_rows=$(test_rows_of "$cuda_bdir") || exit 1
+mapfile -t cuda_programs < <(cut -f2 <<<"$test_rows" | sort -u)
 t1=$(date +%s)
 
 # ---- stage -----------------------------------------------------------------------------------
@@ -88,13 +106,13 @@ find_exe() {  # the built program $1 under build dir $2
   [[ -n $f ]] || { log "missing $1 in $2 (build it first)"; exit 1; }
   echo "$f"
 }
-for p in knmf knmf_bench_solver knmf_bench_iteration "${cuda_tests[@]}"; do
+for p in knmf knmf_bench_solver knmf_bench_iteration "${cuda_programs[@]}"; do
   cp "$(find_exe "$p" "$cuda_bdir")" "$new/bin/$p"
 done
 cp "$(find_exe knmf "$host_bdir")" "$new/host/knmf"
 # Symbols only (no debug info in Release); the CUDA fat binary is a section strip keeps.
 strip --strip-unneeded "$new"/bin/* "$new"/host/*
-printf '%s\n' "$tests_txt" >"$new/tests.txt"
+printf '%s\n' "$test_rows" >"$new/tests.txt"
 
 # Shared libraries: everything ldd resolves, except the C library (lib/glibc/ instead), the
 # CUDA driver and cuBLAS (the device machine's own), copied under their sonames.
