@@ -59,7 +59,8 @@ int main(int argc, char** argv) {
     std::sort(t.begin(), t.end());
     return t[2];
   };
-  const double gather = time([&] { detail::wt_times_x(ExecSpace(), X, W, Q); });
+  detail::GatherScratch<float> scratch;
+  const double gather = time([&] { detail::wt_times_x(ExecSpace(), X, W, Q, scratch); });
   const double spmv_t = time([&] { KokkosSparse::spmv("T", 1.0f, X.x(), Wt, 0.0f, Qt); });
   std::printf("{\"n\": %lld, \"g\": %lld, \"nnz\": %lld, \"rk\": %d, \"csc_gather_seconds\": %.5g, "
               "\"spmv_transposed_seconds\": %.5g, \"build_seconds\": %.4g, \"threads\": %d}\n",

@@ -38,7 +38,7 @@ void sync_path(const fs::path& p, bool directory, const std::string& what) {
   const int err = errno;
   ::close(fd);
   if (rc != 0 && !(directory && (err == EINVAL || err == EROFS)))
-    input_error("cannot write ", what, ": ", std::strerror(err));
+    system_input_error(err, "cannot write ", what, ": ", std::strerror(err));
 }
 
 AtomicFile::AtomicFile(const fs::path& target, std::string what)
@@ -72,7 +72,8 @@ void AtomicFile::write(const void* data, std::size_t size) {
     const ssize_t n = ::write(fd_, p, size);
     if (n < 0) {
       if (errno == EINTR) continue;
-      input_error("cannot write ", what_, ": ", std::strerror(errno));
+      const int err = errno;
+      system_input_error(err, "cannot write ", what_, ": ", std::strerror(err));
     }
     p += n;
     size -= static_cast<std::size_t>(n);
@@ -84,7 +85,10 @@ void AtomicFile::commit(Replace replace) {
   if (fd_ >= 0) {
     const int rc = ::close(fd_);
     fd_ = -1;
-    if (rc != 0) input_error("cannot write ", what_, ": ", std::strerror(errno));
+    if (rc != 0) {
+      const int err = errno;
+      system_input_error(err, "cannot write ", what_, ": ", std::strerror(err));
+    }
   }
   if (replace == Replace::yes) {
     // the new file takes the old one's permission bits (a group-writable file stays so)
@@ -132,6 +136,10 @@ std::string temp_target(const std::string& filename, pid_t* pid) {
   return filename.substr(1, at - 1);
 }
 
+bool writer_alive(pid_t pid) {
+  return pid == ::getpid() || ::kill(pid, 0) == 0 || errno == EPERM;
+}
+
 int remove_leftover_temps(const fs::path& target, bool only_dead_writers) {
   int removed = 0;
   std::error_code ec;
@@ -139,8 +147,7 @@ int remove_leftover_temps(const fs::path& target, bool only_dead_writers) {
   for (const auto& e : fs::directory_iterator(folder_of(target), ec)) {
     pid_t pid = 0;
     if (temp_target(e.path().filename().string(), &pid) != name) continue;
-    // a live process may still be writing it (kill(pid, 0): exists, or exists but not ours)
-    if (only_dead_writers && (pid == ::getpid() || ::kill(pid, 0) == 0 || errno == EPERM)) continue;
+    if (only_dead_writers && writer_alive(pid)) continue;  // it may still be writing
     std::error_code rm;
     if (fs::remove_all(e.path(), rm) > 0 && !rm) ++removed;
   }

@@ -268,7 +268,7 @@ int failed_write(hid_t fid) {
 }
 
 void check_writes(const std::string& file, hid_t fid) {
-  if (const int err = failed_write(fid)) input_error("cannot write ", file, ": ", std::strerror(err));
+  if (const int err = failed_write(fid)) system_input_error(err, "cannot write ", file, ": ", std::strerror(err));
 }
 
 void close(const std::string& file, File& f) {
@@ -283,7 +283,8 @@ void close(const std::string& file, File& f) {
   t_closed_err = 0;
   const bool closed = H5Fclose(id) >= 0;
   const int close_err = t_closed_err;
-  if (err || close_err) input_error("cannot write ", file, ": ", std::strerror(err ? err : close_err));
+  if (err || close_err)
+    system_input_error(err ? err : close_err, "cannot write ", file, ": ", std::strerror(err ? err : close_err));
   if (!flushed) input_error(file, ": cannot write: ", flush_error);
   if (!closed) fail(file, "cannot close");
 }
@@ -311,7 +312,8 @@ void fail(const std::string& file, const std::string& what) {
   SystemError se;
   H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, &find_errno, &se);  // keeps the innermost
   if (se.err == 0 && t_tripped_err) se = SystemError{t_tripped_err, false};  // after a dropped write
-  if (se.err > 0) input_error(se.read ? "cannot read " : "cannot write ", file, ": ", std::strerror(se.err));
+  if (se.err > 0)
+    system_input_error(se.err, se.read ? "cannot read " : "cannot write ", file, ": ", std::strerror(se.err));
   const std::string hdf5 = last_error();
   if (hdf5.empty()) input_error(file, ": ", what);
   input_error(file, ": ", what, ": ", hdf5);

@@ -25,7 +25,6 @@ GatherSegments GatherSegments::build(const size_type* off, size_type n_rows) {
                              v.data(), v.size()));
     return d;
   };
-  g.count = size_type(owner.size());
   g.rows = to_device("knmf::gather::long_rows", rows);
   g.first = to_device("knmf::gather::first_segment", first);
   g.owner = to_device("knmf::gather::segment_owner", owner);

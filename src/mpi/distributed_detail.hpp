@@ -26,13 +26,13 @@ struct RowPartition<mpi::DistributedMatrix<Inner>> {
   static size_type row_offset(const X& x) { return x.row_offset(); }
   template <class T>
   static void x_times_ht(const ExecSpace& space, const X& x, const Matrix<T>& H,
-                         const Matrix<T>& P) {
-    RowPartition<Inner>::x_times_ht(space, x.local(), H, P);
+                         const Matrix<T>& P, GatherScratch<T>& scratch) {
+    RowPartition<Inner>::x_times_ht(space, x.local(), H, P, scratch);
   }
   template <class T>
   static void wt_times_x(const ExecSpace& space, const X& x, const Matrix<T>& W,
-                         const Matrix<T>& Q) {
-    RowPartition<Inner>::wt_times_x(space, x.local(), W, Q);  // this rank's rows; see reduce
+                         const Matrix<T>& Q, GatherScratch<T>& scratch) {
+    RowPartition<Inner>::wt_times_x(space, x.local(), W, Q, scratch);  // this rank's rows; see reduce
   }
   template <class F>
   static void for_each_beta_block(const ExecSpace& space, const X& x, bool transposed, F&& f) {

@@ -537,11 +537,11 @@ FactorizeSummary run_factorize(const FactorizeConfig& config, const DistributeOp
                                      : detail::run_factorize_with<double>(c, parts, log);
   } catch (const std::exception& e) {
     // the writing rank's full disk: what the results file keeps and how to resume
-    const std::string note =
-        rank == kRoot && dynamic_cast<const InputError*>(&e) ? detail::full_disk_note(c, e.what()) : "";
+    const auto* input = dynamic_cast<const InputError*>(&e);
+    const std::string note = rank == kRoot && input ? detail::full_disk_note(c, *input) : "";
     if (parts.failed_together()) {
       if (note.empty()) throw;
-      throw InputError(e.what() + note);
+      throw InputError(e.what() + note, input->system_errno());
     }
     // One rank's failure ends the whole run at once (no rank is left waiting in a collective).
     std::cerr << "knmf: error: " << e.what() << note;

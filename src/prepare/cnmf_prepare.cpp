@@ -95,7 +95,7 @@ void remove_legacy_staging(const fs::path& out_dir, const std::string& name) {
     if (f.rfind(prefix, 0) != 0 || f.size() == prefix.size()) continue;
     const std::string pid = f.substr(prefix.size());
     if (pid.find_first_not_of("0123456789") != std::string::npos || pid.size() > 9) continue;
-    if (::kill(pid_t(std::stol(pid)), 0) == 0 || errno == EPERM) continue;
+    if (io::writer_alive(pid_t(std::stol(pid)))) continue;
     std::error_code rm;
     fs::remove_all(e.path(), rm);
   }
@@ -297,7 +297,7 @@ CnmfPrepareReport cnmf_prepare(const CnmfPrepareOptions& o) {
       fs::rename(staging / rel, run_dir / rel, ec);
       if (ec) input_error((run_dir / rel).string(), ": cannot move into place: ", ec.message());
     }
-    fs::remove_all(staging, ec);
+    // the staging folder, now empty folders only, is removed by `stage` (AtomicFolder) on return
     io::sync_path(run_dir / "cnmf_tmp", true, (run_dir / "cnmf_tmp").string());
   }
   io::sync_path(run_dir, true, run_dir.string());

@@ -80,8 +80,10 @@ struct ResultsWriter::Impl {
     void* handle = nullptr;
     if (H5Fget_vfd_handle(fid.get(), H5P_DEFAULT, &handle) < 0 || !handle)
       h5::fail(file, "cannot get the file descriptor to sync");
-    if (::fsync(*static_cast<int*>(handle)) != 0)
-      input_error("cannot write ", file, ": ", std::strerror(errno));
+    if (::fsync(*static_cast<int*>(handle)) != 0) {
+      const int err = errno;
+      system_input_error(err, "cannot write ", file, ": ", std::strerror(err));
+    }
   }
 
   void create() {

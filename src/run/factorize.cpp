@@ -210,11 +210,8 @@ ResultStore::ResultStore(const FactorizeConfig& c, RunPlan& plan, std::vector<st
     : plan_(plan), genes_(std::move(genes)), log_json_(c.log_json),
       last_commit_(std::chrono::steady_clock::now()) {}
 
-std::string full_disk_note(const FactorizeConfig& c, const std::string& what) {
-  const std::string enospc = std::strerror(ENOSPC);
-  if (c.cnmf_mode() || c.results.empty() || what.size() < enospc.size() ||
-      what.compare(what.size() - enospc.size(), enospc.size(), enospc) != 0)
-    return {};
+std::string full_disk_note(const FactorizeConfig& c, const InputError& e) {
+  if (c.cnmf_mode() || c.results.empty() || e.system_errno() != ENOSPC) return {};
   std::error_code ec;
   if (!fs::is_regular_file(c.results, ec)) return {};
   const auto bytes = fs::file_size(c.results, ec);
@@ -295,7 +292,10 @@ void ResultStore::store(const ReplicateResult& r, bool write_files) {
                      {"seconds", r.seconds}};
     json_ << j.dump() << "\n" << std::flush;
     // a log that stops short on a full disk would say less than the run did
-    if (!json_) input_error("cannot write ", log_json_, ": ", errno ? std::strerror(errno) : "write failed");
+    if (!json_) {
+      const int err = errno;
+      system_input_error(err, "cannot write ", log_json_, ": ", err ? std::strerror(err) : "write failed");
+    }
   }
 }
 
@@ -496,9 +496,9 @@ FactorizeSummary run_factorize(const FactorizeConfig& config, std::ostream& log)
     return config.dtype == Dtype::float32 ? detail::run_factorize_with<float>(config, parts, log)
                                           : detail::run_factorize_with<double>(config, parts, log);
   } catch (const InputError& e) {
-    const std::string note = detail::full_disk_note(config, e.what());
+    const std::string note = detail::full_disk_note(config, e);
     if (note.empty()) throw;
-    throw InputError(e.what() + note);
+    throw InputError(e.what() + note, e.system_errno());
   }
 }
 

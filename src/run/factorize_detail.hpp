@@ -93,11 +93,11 @@ void log_warnings(const io::ResultsWriter& w, std::ostream& log);
 /// Native mode: InputError when INPUT.h5ad does not exist, or when -o is that same file.
 void require_input(const FactorizeConfig& c);
 
-/// A run that failed for a full disk (`what` ends in ENOSPC's text) after its results file was
+/// A run that failed for a full disk (`e.system_errno()` is ENOSPC) after its results file was
 /// made: "; FILE keeps N of M replicates committed (S MB): free space and run the same command
 /// again to resume it, or remove FILE", so the one error line says what was left on the disk
 /// and what to do with it. "" for any other failure.
-std::string full_disk_note(const FactorizeConfig& c, const std::string& what);
+std::string full_disk_note(const FactorizeConfig& c, const InputError& e);
 
 /// X's content fingerprint (io/fingerprint.hpp) by one read-only pass over the file in row
 /// bands of bounded size, for a run that computes nothing.

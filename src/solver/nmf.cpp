@@ -24,8 +24,9 @@ SolverBytes solver_bytes(std::int64_t n, std::int64_t g, int k, int element_byte
                                           beta_loss, shape, mu_repeats && !refit);
   SolverBytes out;
   out.per_slot = b.per_slot();
-  // the portable gather's partial sums of long rows (products.hpp, gather_long_rows): at most
-  // max_gather_segments(nnz) columns of R k values, allocated for the product's call
+  // the portable gather's partial sums of long rows (products.hpp, GatherScratch): at most
+  // max_gather_segments(nnz) columns of R k values, held by the batch (or k values a slot in the
+  // beta passes' scratch) from the first product on
   if (!host_tuned_kernels && sparse_nnz > 0)
     out.per_slot = checked_add(
         {out.per_slot, checked_mul({detail::max_gather_segments(sparse_nnz), std::int64_t(k),

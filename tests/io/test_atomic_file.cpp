@@ -6,6 +6,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <stdexcept>
@@ -13,6 +15,7 @@
 #include <vector>
 
 #include "io_test_util.hpp"
+#include "knmf/core/error.hpp"
 #include "knmf/io/atomic_file.hpp"
 
 namespace {
@@ -132,6 +135,38 @@ TEST(AtomicFile, LeftoversOfDeadWritersAreRemovedLiveOnesKept) {
   EXPECT_EQ(names_in(dir.path()), (std::vector<std::string>{live, other}));
   EXPECT_EQ(knmf::io::remove_leftover_temps(target, false), 1);  // the caller knows none is alive
   EXPECT_EQ(names_in(dir.path()), std::vector<std::string>{other});
+}
+
+}  // namespace
+
+namespace {
+
+// writer_alive, the one rule both leftover sweeps use (remove_leftover_temps here, prepare's
+// legacy staging folders): this process and a running one may still write; a reaped child
+// cannot.
+TEST(AtomicFile, WriterAliveOnlyWhileItsProcessRuns) {
+  EXPECT_TRUE(knmf::io::writer_alive(::getpid()));
+  EXPECT_TRUE(knmf::io::writer_alive(::getppid()));
+  EXPECT_FALSE(knmf::io::writer_alive(dead_pid()));
+}
+
+// A failed write keeps its errno with the error (InputError::system_errno): the driver's
+// full-disk note is chosen by that number, not by the message's words (tests/drivers/
+// test_full_disk.cpp runs it end to end, through a shim that fails writes with ENOSPC).
+TEST(AtomicFile, WriteFailuresKeepTheirErrno) {
+  try {
+    knmf::io::sync_path("/nonexistent-knmf-dir/x", false, "x");
+    FAIL() << "no error";
+  } catch (const knmf::InputError& e) {
+    EXPECT_EQ(e.system_errno(), 0) << e.what();  // an open that failed: no write error
+  }
+  try {
+    knmf::system_input_error(ENOSPC, "cannot write ", "f.h5", ": ", std::strerror(ENOSPC));
+  } catch (const knmf::InputError& e) {
+    EXPECT_EQ(e.system_errno(), ENOSPC);
+    EXPECT_EQ(std::string(e.what()), "cannot write f.h5: " + std::string(std::strerror(ENOSPC)));
+  }
+  EXPECT_EQ(knmf::InputError("plain").system_errno(), 0);
 }
 
 }  // namespace

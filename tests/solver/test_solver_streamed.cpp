@@ -148,7 +148,10 @@ TEST(Streamed, SparseBlockOffsetsBeyond2To32) {
   for (size_type r = 0; r < rk; ++r)
     for (size_type j = 0; j < g; ++j) hH(r, j) = double(10 * r + j);
   Kokkos::deep_copy(H, hH);
-  detail::spmm_gather(ExecSpace(), d_map, base, d_ent, d_val, H, P, false, detail::GatherSegments{});
+  detail::GatherScratch<double> scratch;
+  detail::spmm_gather(ExecSpace(), d_map, base, d_ent, d_val, H, P, false, detail::GatherSegments{},
+                      scratch);
+  EXPECT_EQ(scratch.partials.span(), 0u);  // no long row: no partials
   auto hP = knmf::host_copy(P);
   for (size_type i = 0; i < rows; ++i)
     for (size_type r = 0; r < rk; ++r) {
@@ -184,9 +187,9 @@ TEST(Streamed, LongColumnsAreGatheredInSegmentsInAFixedOrder) {
   }
   const auto X = CsrMatrix<double>::from_host(ExecSpace(), n, g, c.offsets.data(), c.cols.data(),
                                               c.values.data());
-  EXPECT_EQ(X.xt_segments().count, 3);  // gene 0: 8,192 + 8,192 + 3,616
+  EXPECT_EQ(X.xt_segments().count(), 3);  // gene 0: 8,192 + 8,192 + 3,616
   EXPECT_EQ(X.xt_segments().long_rows(), 1);
-  EXPECT_EQ(X.x_segments().count, 0);  // a cell holds at most 4 entries
+  EXPECT_EQ(X.x_segments().count(), 0);  // a cell holds at most 4 entries
   EXPECT_EQ(X.bytes(), CsrMatrix<double>::bytes_for(n, g, X.nnz(), 8) + 8 * (2 + 1 + 3));
 
   Matrix<double> W("knmf::test::W", rk, n), Q("knmf::test::Q", rk, g);
@@ -214,15 +217,22 @@ TEST(Streamed, LongColumnsAreGatheredInSegmentsInAFixedOrder) {
     }
     return acc;
   };
-  detail::wt_times_x(ExecSpace(), X, W, Q);
+  // the partials live in the caller's scratch: made by the first product (portable path: rk x
+  // 3 values), reused by every later one (no allocation inside an iteration); the host-tuned
+  // gather needs none
+  detail::GatherScratch<double> scratch;
+  detail::wt_times_x(ExecSpace(), X, W, Q, scratch);
   auto hQ = knmf::host_copy(Q);
   for (size_type j = 0; j < g; ++j)
     for (size_type r = 0; r < rk; ++r) EXPECT_EQ(hQ(r, j), expect(j, r, 0, n, 0.0)) << j << "," << r;
-  // again: the same bits
-  detail::wt_times_x(ExecSpace(), X, W, Q);
+  const double* partials = scratch.partials.data();
+  EXPECT_EQ(scratch.partials.span(), host_tuned_kernels ? 0u : size_t(rk * 3));
+  // again: the same bits, in the same scratch
+  detail::wt_times_x(ExecSpace(), X, W, Q, scratch);
   auto hQ2 = knmf::host_copy(Q);
   for (size_type j = 0; j < g; ++j)
     for (size_type r = 0; r < rk; ++r) EXPECT_EQ(hQ2(r, j), hQ(r, j));
+  EXPECT_EQ(scratch.partials.data(), partials);
 
   // streamed in two blocks of about 10,000 cells: each block's gene 0 in two segments, the
   // second block continuing from the first's sums
@@ -234,7 +244,8 @@ TEST(Streamed, LongColumnsAreGatheredInSegmentsInAFixedOrder) {
   const auto& bounds = Y.block_bounds();
   ASSERT_GT(bounds[1], S);
   ASSERT_GT(n - bounds[1], S);
-  detail::wt_times_x(ExecSpace(), Y, W, Q);
+  detail::wt_times_x(ExecSpace(), Y, W, Q, scratch);
+  EXPECT_EQ(scratch.partials.data(), partials);  // two segments a block fit the three
   auto hQs = knmf::host_copy(Q);
   for (size_type j = 0; j < g; ++j)
     for (size_type r = 0; r < rk; ++r) {
@@ -248,7 +259,7 @@ TEST(Streamed, LongColumnsAreGatheredInSegmentsInAFixedOrder) {
   for (size_type j = 0; j < g; ++j)
     for (size_type r = 0; r < rk; ++r) hH(r, j) = u(rng);
   Kokkos::deep_copy(H, hH);
-  detail::x_times_ht(ExecSpace(), X, H, P);
+  detail::x_times_ht(ExecSpace(), X, H, P, scratch);
   auto hP = knmf::host_copy(P);
   for (size_type i = 0; i < n; i += 97)
     for (size_type r = 0; r < rk; ++r) {

@@ -19,7 +19,14 @@ namespace knmf {
 /// The message is one line and names what is wrong and where.
 class InputError : public std::runtime_error {
 public:
-  explicit InputError(const std::string& what) : std::runtime_error(what) {}
+  explicit InputError(const std::string& what, int system_errno = 0)
+      : std::runtime_error(what), errno_(system_errno) {}
+  /// The errno of the failed system call this reports (ENOSPC: a full disk), 0 for any other
+  /// input error: callers decide by the number, never by the message's text.
+  int system_errno() const { return errno_; }
+
+private:
+  int errno_ = 0;
 };
 
 /// A broken internal invariant: knmf's bug, reported with the failed condition and its place.
@@ -48,6 +55,13 @@ std::string concat(const Args&... args) {
 template <class... Args>
 [[noreturn]] void input_error(const Args&... args) {
   throw InputError(detail::concat(args...));
+}
+
+/// input_error for a failed read or write of the system, keeping its errno `err`
+/// (InputError::system_errno); the message names the file and ends with strerror(err).
+template <class... Args>
+[[noreturn]] void system_input_error(int err, const Args&... args) {
+  throw InputError(detail::concat(args...), err);
 }
 
 }  // namespace knmf

@@ -87,6 +87,11 @@ std::string temp_target(const std::string& filename, pid_t* pid = nullptr);
 /// symbolic or a hard link to it), so that an output never replaces an input of the command.
 bool same_file(const std::filesystem::path& a, const std::filesystem::path& b);
 
+/// Whether process `pid` may still be writing a temporary it made: this process, a running
+/// one, or one that exists but is not ours (kill(pid, 0) fails with EPERM). A leftover of a
+/// pid for which this is false belongs to a writer that was killed.
+bool writer_alive(pid_t pid);
+
 /// Removes the temporaries of `target` (files, and AtomicFolder's folders with their contents)
 /// left in its folder by processes that no longer run (or every one of them,
 /// `only_dead_writers` false, where the caller knows no writer is alive). Returns how many it

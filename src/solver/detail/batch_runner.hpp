@@ -44,12 +44,12 @@ struct FactorizeStep {
   void products_for_W() const {
     auto& b = batch;
     slot_gram(space, b.H, b.R, b.k, active, b.gram_partial, b.GH);
-    Part::x_times_ht(space, X, b.H, b.P);
+    Part::x_times_ht(space, X, b.H, b.P, b.gather);
   }
   /// Q = W^T X and GW = W^T W of the current W.
   void products_for_H() const {
     auto& b = batch;
-    Part::wt_times_x(space, X, b.W, b.Q);
+    Part::wt_times_x(space, X, b.W, b.Q, b.gather);
     Part::reduce(X, space, b.Q);
     slot_gram(space, b.W, b.R, b.k, active, b.gram_partial, b.GW);
     Part::reduce(X, space, b.GW);
@@ -292,7 +292,7 @@ private:
     if (mode_ == RunMode::refit) {
       // H is fixed: X H^T and H H^T are computed once per fill.
       const auto& all = active_mask();
-      Part::x_times_ht(space_, X_, b_.H, b_.P);
+      Part::x_times_ht(space_, X_, b_.H, b_.P, b_.gather);
       slot_gram(space_, b_.H, b_.R, k_, all, b_.gram_partial, b_.GH);
     }
     init_errors(fresh);
@@ -376,7 +376,7 @@ private:
     auto Hp = SlotBatch<T>::over(b_.Q, size_type(F) * k_, g_);
     pack_slots(space_, b_.W, list, k_, Wp);
     pack_slots(space_, b_.H, list, k_, Hp);
-    Part::wt_times_x(space_, X_, Wp, Qp);
+    Part::wt_times_x(space_, X_, Wp, Qp, b_.gather);
     Part::reduce(X_, space_, Qp);
     slot_dot(space_, Qp, Hp, F, k_, b_.ones(), b_.red_partial);
     auto cross = b_.sum_partials(g_, F);
@@ -417,7 +417,7 @@ private:
     }
     const auto& m = mask_of(which);
     if (!q_current_) {
-      Part::wt_times_x(space_, X_, b_.W, b_.Q);
+      Part::wt_times_x(space_, X_, b_.W, b_.Q, b_.gather);
       Part::reduce(X_, space_, b_.Q);
       slot_gram(space_, b_.W, b_.R, k_, m, b_.gram_partial, b_.GW);
       Part::reduce(X_, space_, b_.GW);

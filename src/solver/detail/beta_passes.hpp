@@ -162,6 +162,7 @@ struct BetaWork {
   Kokkos::View<T*, MemSpace> vals;             ///< ratio values of a sparse block
   Kokkos::View<double*, MemSpace> rowsum;      ///< per-row divergence sums
   Kokkos::View<double*, MemSpace>::HostMirror rowsum_h;
+  GatherScratch<T> gather;                     ///< a sparse block's long-row partials (k rows)
   std::int64_t block_rows = 0;
 
   void allocate(const ExecSpace& space, const BetaShape& s, size_type g, int k) {
@@ -189,7 +190,8 @@ struct BetaWork {
     }
   }
   std::int64_t allocated_bytes() const {
-    return std::int64_t(wh.span() + v.span() + den.span() + vals.span()) * std::int64_t(sizeof(T)) +
+    return std::int64_t(wh.span() + v.span() + den.span() + vals.span() + gather.partials.span()) *
+               std::int64_t(sizeof(T)) +
            std::int64_t(rowsum.span()) * 8;
   }
 };
@@ -374,7 +376,7 @@ void beta_w_pass(const ExecSpace& space, const VisitBlocks& visit, const BetaOpe
         w.reserve_sparse(space, b.rows, nnz);
         sparse_ratio(space, b, o.W, b.r0, o.H, r * k, k, beta, w.vals);
         spmm_gather(space, b.row_map, b.base, b.entries, w.vals, slot_rows(o.H, r, k),
-                    slot_cols(P, r, k, b.r0, b.r1), false, b.segments);
+                    slot_cols(P, r, k, b.r0, b.r1), false, b.segments, w.gather);
       }
       for (size_type c0 = b.r0; c0 < b.r1; c0 += w.block_rows) {
         const size_type c1 = std::min<size_type>(c0 + w.block_rows, b.r1);
@@ -421,7 +423,7 @@ void beta_h_pass(const ExecSpace& space, const VisitBlocks& visit, const BetaOpe
         w.reserve_sparse(space, b.rows, nnz);
         sparse_ratio(space, b, o.H, 0, o.W, r * k, k, beta, w.vals);
         spmm_gather(space, b.row_map, b.base, b.entries, w.vals, slot_rows(o.W, r, k),
-                    slot_rows(Q, r, k), true, b.segments);
+                    slot_rows(Q, r, k), true, b.segments, w.gather);
       }
       if (b.sparse && beta == 1.0) continue;
       for (size_type c0 = b.r0; c0 < b.r1; c0 += w.block_rows) {

@@ -106,6 +106,23 @@ KOKKOS_INLINE_FUNCTION void gram_pair(int p, int k, int& s, int& t) {
   t = s + p;
 }
 
+/// A portable Gram team's share (slot_gram_chunks, slot_gram_blocks): league rank
+/// c R + r is slot r's column chunk c, columns [j0, j1) of its rows [row0, row0 + k), its k x k
+/// partial sums at `out`.
+struct GramTeam {
+  int r, row0;
+  size_type j0, j1;
+  double* out;
+  KOKKOS_INLINE_FUNCTION GramTeam(int league_rank, int R, int k, size_type m,
+                                  const Kokkos::View<double*, MemSpace>& partial)
+      : r(league_rank % R), row0((league_rank % R) * k) {
+    const size_type c = size_type(league_rank / R);
+    j0 = c * slot_chunk;
+    j1 = (j0 + slot_chunk < m) ? j0 + slot_chunk : m;
+    out = &partial(size_type(c * R + r) * size_type(k) * size_type(k));
+  }
+};
+
 /// Columns of a slot's k rows that the portable Gram kernel stages in team scratch per step
 /// (0: the pair sums alone do not fit; the kernel then reads F from global memory).
 template <class T>
@@ -126,7 +143,6 @@ void slot_gram_chunks(const ExecSpace& space, const Matrix<T>& F, int R, int k,
                       const SlotMask& active, const Kokkos::View<double*, MemSpace>& partial) {
   const size_type m = F.extent(1);
   const size_type nch = num_chunks(m);
-  const int kk = k * k;
   const int npairs = k * (k + 1) / 2;
   const int tile = gram_tile_columns<T>(k);
   TeamPolicy policy(space, int(nch * R), team_size_for(npairs));
@@ -135,13 +151,11 @@ void slot_gram_chunks(const ExecSpace& space, const Matrix<T>& F, int R, int k,
                                                ScratchValues<T>::shmem_size(size_t(k) * tile)));
   Kokkos::parallel_for(
       "knmf::gram::chunks", policy, KOKKOS_LAMBDA(const Member& team) {
-        const int r = team.league_rank() % R;
-        const size_type c = team.league_rank() / R;
-        double* out = &partial(size_type(c * R + r) * kk);
-        if (!active(r)) return;
-        const size_type j0 = c * slot_chunk;
-        const size_type j1 = (j0 + slot_chunk < m) ? j0 + slot_chunk : m;
-        const int row0 = r * k;
+        const GramTeam gt(team.league_rank(), R, k, m, partial);
+        if (!active(gt.r)) return;
+        double* const out = gt.out;
+        const size_type j0 = gt.j0, j1 = gt.j1;
+        const int row0 = gt.row0;
         if (tile == 0) {  // large k: straight from global memory
           Kokkos::parallel_for(Kokkos::TeamThreadRange(team, npairs), [&](const int p) {
             int s, t;
@@ -221,7 +235,6 @@ void slot_gram_blocks(const ExecSpace& space, const Matrix<T>& F, int R, int k,
   constexpr int B = gram_block;
   const size_type m = F.extent(1);
   const size_type nch = num_chunks(m);
-  const int kk = k * k;
   const int nb = (k + B - 1) / B;
   const int nblocks = nb * (nb + 1) / 2;
   const int tile = gram_block_tile_columns<T>(k);
@@ -230,13 +243,11 @@ void slot_gram_blocks(const ExecSpace& space, const Matrix<T>& F, int R, int k,
   policy.set_scratch_size(0, Kokkos::PerTeam(ScratchValues<T>::shmem_size(size_t(k) * tile)));
   Kokkos::parallel_for(
       "knmf::gram::blocks", policy, KOKKOS_LAMBDA(const Member& team) {
-        const int r = team.league_rank() % R;
-        const size_type c = team.league_rank() / R;
-        double* out = &partial(size_type(c * R + r) * kk);
-        if (!active(r)) return;
-        const size_type j0 = c * slot_chunk;
-        const size_type j1 = (j0 + slot_chunk < m) ? j0 + slot_chunk : m;
-        const int row0 = r * k;
+        const GramTeam gt(team.league_rank(), R, k, m, partial);
+        if (!active(gt.r)) return;
+        double* const out = gt.out;
+        const size_type j0 = gt.j0, j1 = gt.j1;
+        const int row0 = gt.row0;
         ScratchValues<T> rows(team.team_scratch(0), size_t(k) * tile);
         const bool one_tile = j1 - j0 <= size_type(tile);  // loaded once for every pass
         for (int pass = 0; pass < nblocks; pass += team.team_size()) {

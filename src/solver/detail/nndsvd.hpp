@@ -227,16 +227,17 @@ void nndsvd_init(const ExecSpace& space, const XMat& X, int k, std::int64_t seed
       for (size_type j = 0; j < p; ++j) result[size_t(i + j * out)] = double(out_h(j, i));
     return result;
   };
+  GatherScratch<T> scratch;  // the sparse gather's partials, reused by every product below
   // X Z for a g x p Z: P = H X^T with H = Z^T (p x g)
   auto x_z = [&](const std::vector<double>& Z, size_type p) {
     return through_x(Z, p, g, n, [&](const Matrix<T>& Zt, const Matrix<T>& P) {
-      Part::x_times_ht(space, X, Zt, P);
+      Part::x_times_ht(space, X, Zt, P, scratch);
     });
   };
   // X^T Y for an n x p Y: Q = W X with W = Y^T (p x n), summed over row blocks
   auto xt_y = [&](const std::vector<double>& Y, size_type p) {
     return through_x(Y, p, n, g, [&](const Matrix<T>& Yt, const Matrix<T>& Q) {
-      Part::wt_times_x(space, X, Yt, Q);
+      Part::wt_times_x(space, X, Yt, Q, scratch);
       Part::reduce(X, space, Q);
     });
   };

@@ -24,17 +24,18 @@ struct RowPartition {
   static size_type global_rows(const XMat& X) { return X.rows(); }
   /// Index of this block's first row in the full matrix.
   static size_type row_offset(const XMat&) { return 0; }
-  /// P = H X^T ((R k) x rows of this block).
+  /// P = H X^T ((R k) x rows of this block); `scratch`: the sparse gather's partials
+  /// (products.hpp, GatherScratch), owned by the caller that repeats the product.
   template <class T>
   static void x_times_ht(const ExecSpace& space, const XMat& X, const Matrix<T>& H,
-                         const Matrix<T>& P) {
-    detail::x_times_ht(space, X, H, P);
+                         const Matrix<T>& P, GatherScratch<T>& scratch) {
+    detail::x_times_ht(space, X, H, P, scratch);
   }
   /// Q = W X over this block's rows (summed over the blocks by reduce).
   template <class T>
   static void wt_times_x(const ExecSpace& space, const XMat& X, const Matrix<T>& W,
-                         const Matrix<T>& Q) {
-    detail::wt_times_x(space, X, W, Q);
+                         const Matrix<T>& Q, GatherScratch<T>& scratch) {
+    detail::wt_times_x(space, X, W, Q, scratch);
   }
   /// The beta passes' view of this block's rows (beta_passes.hpp): f(BetaBlock) for each
   /// block, CSC blocks of a sparse X when `transposed`; and the scratch shape they need.

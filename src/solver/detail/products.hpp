@@ -52,10 +52,32 @@ T* host_scratch(size_type count) {
   return buffer.data();
 }
 
-/// P = H X^T: one GEMM, H (Rk x g) times X^T (g x n).
+/// The partial sums of the portable gather's long-row segments (gather_long_rows), owned by
+/// whoever repeats the products (a SlotBatch, the beta passes' BetaWork, an NNDSVD): grown on
+/// the first product that needs more, then reused, so that an iteration allocates nothing
+/// (an allocation is a cudaMalloc/cudaFree on a GPU, and the free synchronizes the device).
+/// At most (R k) x max_gather_segments(nnz) values: what the memory plan counts per slot
+/// (knmf/solver/nmf.hpp, solver_bytes). Stream-ordered reuse: every product runs on one
+/// execution space instance.
+template <class T>
+struct GatherScratch {
+  Matrix<T> partials;
+  /// A rows x segments block of the buffer (growing it first when it is smaller).
+  Matrix<T> reserve(const ExecSpace& space, size_type rows, size_type segments) {
+    const size_type r0 = size_type(partials.extent(0)), s0 = size_type(partials.extent(1));
+    if (r0 < rows || s0 < segments)
+      partials = Matrix<T>(Kokkos::view_alloc(space, Kokkos::WithoutInitializing,
+                                              "knmf::spmm_gather::partials"),
+                           std::max(r0, rows), std::max(s0, segments));
+    return Kokkos::subview(partials, std::make_pair(size_type(0), rows),
+                           std::make_pair(size_type(0), segments));
+  }
+};
+
+/// P = H X^T: one GEMM (no long rows: `scratch` unused), H (Rk x g) times X^T (g x n).
 template <class T>
 void x_times_ht(const ExecSpace& space, const DenseMatrix<T>& X, const Matrix<T>& H,
-                const Matrix<T>& P) {
+                const Matrix<T>& P, GatherScratch<T>&) {
   if (X.rows() == 0) return;
   if constexpr (transposed_host_gemm<T>) {
     const size_type n = X.rows(), rk = size_type(H.extent(0));
@@ -82,7 +104,7 @@ void x_times_ht(const ExecSpace& space, const DenseMatrix<T>& X, const Matrix<T>
 /// Q = W X: one GEMM, W (Rk x n) times X (n x g) = (X^T)^T.
 template <class T>
 void wt_times_x(const ExecSpace& space, const DenseMatrix<T>& X, const Matrix<T>& W,
-                const Matrix<T>& Q) {
+                const Matrix<T>& Q, GatherScratch<T>&) {
   if (X.rows() == 0) {  // an empty row block (MPI): BLAS may leave C untouched when K = 0
     Kokkos::deep_copy(space, Q, T(0));
     return;
@@ -103,21 +125,19 @@ void wt_times_x(const ExecSpace& space, const DenseMatrix<T>& X, const Matrix<T>
 }
 
 /// The long rows of spmm_gather's portable path (see there): the segments' partial sums
-/// ((rows of out) x segments, allocated for the call: counted by the memory plan,
-/// max_gather_segments), then each long row's sum of them in segment order.
+/// ((rows of out) x segments, in `scratch`), then each long row's sum of them in segment order.
 template <class T, class RowMap, class Entries, class Values>
 void gather_long_rows(const ExecSpace& space, const RowMap& row_map, size_type base,
                       const Entries& entries, const Values& values, const Matrix<T>& in,
-                      const Matrix<T>& out, bool accumulate, const GatherSegments& segments) {
+                      const Matrix<T>& out, bool accumulate, const GatherSegments& segments,
+                      GatherScratch<T>& scratch) {
   constexpr size_type S = gather_segment_entries;
   const size_type rows = out.extent(0);
-  const Matrix<T> part(Kokkos::view_alloc(space, Kokkos::WithoutInitializing,
-                                          "knmf::spmm_gather::partials"),
-                       rows, segments.count);
+  const Matrix<T> part = scratch.reserve(space, rows, segments.count());
   const auto long_row = segments.rows, first = segments.first, owner = segments.owner;
   Kokkos::parallel_for(
       "knmf::spmm_gather::segments",
-      TeamPolicy(space, int(segments.count), team_size_for(int(rows))),
+      TeamPolicy(space, int(segments.count()), team_size_for(int(rows))),
       KOKKOS_LAMBDA(const Member& team) {
         const size_type s = team.league_rank();
         const size_type i = owner(s), a = long_row(i);
@@ -158,7 +178,8 @@ void gather_long_rows(const ExecSpace& space, const RowMap& row_map, size_type b
 template <class T, class RowMap, class Entries, class Values>
 void spmm_gather(const ExecSpace& space, const RowMap& row_map, size_type base,
                  const Entries& entries, const Values& values, const Matrix<T>& in,
-                 const Matrix<T>& out, bool accumulate, const GatherSegments& segments) {
+                 const Matrix<T>& out, bool accumulate, const GatherSegments& segments,
+                 GatherScratch<T>& scratch) {
   const size_type rows = out.extent(0);
   const size_type m = out.extent(1);
   if constexpr (host_tuned_kernels) {
@@ -167,6 +188,7 @@ void spmm_gather(const ExecSpace& space, const RowMap& row_map, size_type base,
     // chunk's columns per block (host_kernels.cpp); 64 columns measured 2-3% faster
     // than 16 on cNMF's pbmcA run.
     (void)segments;
+    (void)scratch;
     constexpr size_type chunk = 64;
     const size_type nchunk = (m + chunk - 1) / chunk;
     const size_type ld_in = size_type(in.stride(1)), ld_out = size_type(out.stride(1));
@@ -193,49 +215,51 @@ void spmm_gather(const ExecSpace& space, const RowMap& row_map, size_type base,
             out(r, a) = acc;
           });
         });
-    if (segments.count > 0)
-      gather_long_rows(space, row_map, base, entries, values, in, out, accumulate, segments);
+    if (segments.count() > 0)
+      gather_long_rows(space, row_map, base, entries, values, in, out, accumulate, segments,
+                       scratch);
   }
 }
 
 template <class T, class Crs>
 void spmm_gather(const ExecSpace& space, const Crs& A, const GatherSegments& segments,
-                 const Matrix<T>& in, const Matrix<T>& out) {
-  spmm_gather(space, A.graph.row_map, 0, A.graph.entries, A.values, in, out, false, segments);
+                 const Matrix<T>& in, const Matrix<T>& out, GatherScratch<T>& scratch) {
+  spmm_gather(space, A.graph.row_map, 0, A.graph.entries, A.values, in, out, false, segments,
+              scratch);
 }
 
 /// P = H X^T for sparse X: gather over the rows of X.
 template <class T>
 void x_times_ht(const ExecSpace& space, const CsrMatrix<T>& X, const Matrix<T>& H,
-                const Matrix<T>& P) {
-  spmm_gather(space, X.x(), X.x_segments(), H, P);
+                const Matrix<T>& P, GatherScratch<T>& scratch) {
+  spmm_gather(space, X.x(), X.x_segments(), H, P, scratch);
 }
 
 /// Q = W X for sparse X: gather over the rows of X^T (the CSC copy).
 template <class T>
 void wt_times_x(const ExecSpace& space, const CsrMatrix<T>& X, const Matrix<T>& W,
-                const Matrix<T>& Q) {
-  spmm_gather(space, X.xt(), X.xt_segments(), W, Q);
+                const Matrix<T>& Q, GatherScratch<T>& scratch) {
+  spmm_gather(space, X.xt(), X.xt_segments(), W, Q, scratch);
 }
 
 /// P = H X^T for a streamed X: one pass over the row blocks, each filling its columns of P.
 template <class T>
 void x_times_ht(const ExecSpace& space, const StreamedMatrix<T>& X, const Matrix<T>& H,
-                const Matrix<T>& P) {
+                const Matrix<T>& P, GatherScratch<T>& scratch) {
   X.for_each_block(space, false, [&](const StreamBlock<T>& b) {
     // a subview, not &P(0, r0): a View's operator() is host code, P lives on the device
     const Matrix<T> Pb(Kokkos::subview(P, Kokkos::ALL, std::make_pair(b.r0, b.r1)));
     if (!X.sparse())
       KokkosBlas::gemm(space, "N", "N", T(1), H, b.xt, T(0), Pb);
     else
-      spmm_gather(space, b.row_map, b.base, b.entries, b.values, H, Pb, false, b.segments);
+      spmm_gather(space, b.row_map, b.base, b.entries, b.values, H, Pb, false, b.segments, scratch);
   });
 }
 
 /// Q = W X for a streamed X: one pass over the row blocks, accumulating into Q.
 template <class T>
 void wt_times_x(const ExecSpace& space, const StreamedMatrix<T>& X, const Matrix<T>& W,
-                const Matrix<T>& Q) {
+                const Matrix<T>& Q, GatherScratch<T>& scratch) {
   bool first = true;
   X.for_each_block(space, X.sparse(), [&](const StreamBlock<T>& b) {
     if (!X.sparse()) {
@@ -243,7 +267,8 @@ void wt_times_x(const ExecSpace& space, const StreamedMatrix<T>& X, const Matrix
       KokkosBlas::gemm(space, "N", "T", T(1), Wb, b.xt, first ? T(0) : T(1), Q);
     } else {
       // CSC of the block: rows of X^T are genes, entries are global cell indices into W.
-      spmm_gather(space, b.row_map, b.base, b.entries, b.values, W, Q, !first, b.segments);
+      spmm_gather(space, b.row_map, b.base, b.entries, b.values, W, Q, !first, b.segments,
+                  scratch);
     }
     first = false;
   });

@@ -103,6 +103,10 @@ struct SlotBatch {
   Matrix<T> hsum, wsum;
   BetaWork<T> beta;
   bool has_beta = false;
+  /// The sparse gather's long-row partials (products.hpp): grown by the first product that
+  /// needs them, kept through compact (R2 k <= R k rows fit), empty for dense X or without
+  /// long rows. Counted per slot by solver_bytes (knmf/solver/nmf.hpp), not by slot_batch_bytes.
+  GatherScratch<T> gather;
 
   /// The beta rule's buffers (after allocate): the sums of R slots and the scratch of `shape`.
   void allocate_beta(const BetaShape& shape) {
@@ -281,7 +285,7 @@ struct SlotBatch {
   /// Bytes of every device View the batch holds now (for the test against slot_batch_bytes).
   std::int64_t allocated_bytes() const {
     std::int64_t b = 0;
-    for (const auto* v : {&W, &P, &W_next, &H, &Q, &H_next, &stage_, &hsum, &wsum})
+    for (const auto* v : {&W, &P, &W_next, &H, &Q, &H_next, &stage_, &hsum, &wsum, &gather.partials})
       b += std::int64_t(v->span()) * std::int64_t(sizeof(T));
     if (has_beta) b += beta.allocated_bytes();
     b += std::int64_t(GW.span() + GH.span() + gram_partial.span() + red_partial.span()) * 8;

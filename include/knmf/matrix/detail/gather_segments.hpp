@@ -21,7 +21,6 @@ namespace knmf::detail {
 inline constexpr size_type gather_segment_entries = 8192;
 
 struct GatherSegments {
-  size_type count = 0;  ///< segments in all
   /// The long rows (row indices of the graph), the first segment of each (long rows + 1
   /// entries: segments [first(i), first(i + 1)) belong to rows(i)), and for each segment the
   /// index i of its long row. Segment s of rows(i) holds the row's entries
@@ -29,9 +28,11 @@ struct GatherSegments {
   Kokkos::View<size_type*, MemSpace> rows, first, owner;
 
   size_type long_rows() const { return size_type(rows.extent(0)); }
+  /// Segments in all.
+  size_type count() const { return size_type(owner.extent(0)); }
   /// Device bytes of the three tables (0 when there is no long row).
   size_type bytes() const {
-    return count == 0 ? 0 : size_type(sizeof(size_type)) * (2 * long_rows() + 1 + count);
+    return count() == 0 ? 0 : size_type(sizeof(size_type)) * (2 * long_rows() + 1 + count());
   }
 
   /// From host row offsets (`n_rows` + 1 of them; only their differences are used).
