@@ -18,7 +18,7 @@ import sys
 # (file, the expression as written): why it is allowed
 ALLOWED = {
     ("src/solver/detail/kernels.hpp", "&partial("):
-        "inside a KOKKOS_LAMBDA (knmf::gram::chunks): device code",
+        "GramTeam, a KOKKOS_INLINE_FUNCTION constructed inside the Gram kernels (knmf::gram::chunks, knmf::gram::blocks): device code",
     ("src/solver/detail/kernels.hpp", "&G("):
         "the host-tuned branch (if constexpr (host_tuned_kernels)): a host backend only",
     ("src/matrix/streamed_matrix.cpp", "&row_map_("):
