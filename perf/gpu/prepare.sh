@@ -57,12 +57,19 @@ test_h5ad_reader
 test_results_file'
 # ctest entries, not programs: the tests of an area are one program (tests/CMakeLists.txt,
 # knmf_test_program), and an entry runs it with --knmf_source=FILE (its own cases only).
-# test_rows: "name<TAB>program<TAB>arguments" of each, read from ctest's own description.
+# test_rows: "name<TAB>program<TAB>arguments" of each, read from the add_test() lines CMake
+# writes into the build's CTestTestfile.cmake files: they name each program before it is built
+# (ctest --show-only=json-v1 leaves out the command of a program not built yet, and this list
+# chooses what to build).
 test_rows_of() {  # $1: a configured build dir
-  ctest --test-dir "$1" --show-only=json-v1 | /usr/bin/python3 -c '
-import json, os, sys
+  find "$1/tests" -name CTestTestfile.cmake -print0 | xargs -0 cat | /usr/bin/python3 -c '
+import os, re, shlex, sys
 want = sys.argv[1].split()
-tests = {t["name"]: t.get("command", []) for t in json.load(sys.stdin)["tests"]}
+tests = {}
+for line in sys.stdin:
+    m = re.match(r"add_test\(\[=\[(.+?)\]=\] (.*)\)\s*$", line)
+    if m:
+        tests[m.group(1)] = shlex.split(m.group(2))
 for n in want:
     if not tests.get(n):
         sys.exit("prepare: no ctest entry %s in the CUDA build" % n)
