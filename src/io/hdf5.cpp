@@ -283,8 +283,7 @@ void close(const std::string& file, File& f) {
   t_closed_err = 0;
   const bool closed = H5Fclose(id) >= 0;
   const int close_err = t_closed_err;
-  if (err || close_err)
-    system_input_error(err ? err : close_err, "cannot write ", file, ": ", std::strerror(err ? err : close_err));
+  if (const int e = err ? err : close_err) system_input_error(e, "cannot write ", file, ": ", std::strerror(e));
   if (!flushed) input_error(file, ": cannot write: ", flush_error);
   if (!closed) fail(file, "cannot close");
 }
