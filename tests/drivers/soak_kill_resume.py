@@ -58,7 +58,7 @@ class Knmf:
         self.exe = exe
         # One thread: what is tested is the writer and resume, and a run's length then does not
         # depend on how busy the machine's cores are (OpenMP barriers spin).
-        self.env = dict(os.environ, OMP_PROC_BIND="spread", OMP_PLACES="threads", OMP_NUM_THREADS="1")
+        self.env = dict(os.environ, OMP_PROC_BIND="false", OMP_NUM_THREADS="1")
 
     def run(self, args, cwd, check=True):
         p = subprocess.run([self.exe, *args], cwd=cwd, env=self.env, stdout=subprocess.PIPE,
