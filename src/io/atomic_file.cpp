@@ -38,7 +38,7 @@ void sync_path(const fs::path& p, bool directory, const std::string& what) {
   const int err = errno;
   ::close(fd);
   if (rc != 0 && !(directory && (err == EINVAL || err == EROFS)))
-    system_input_error(err, "cannot write ", what, ": ", std::strerror(err));
+    system_input_error(err, "cannot write ", what);
 }
 
 AtomicFile::AtomicFile(const fs::path& target, std::string what)
@@ -73,7 +73,7 @@ void AtomicFile::write(const void* data, std::size_t size) {
     if (n < 0) {
       if (errno == EINTR) continue;
       const int err = errno;
-      system_input_error(err, "cannot write ", what_, ": ", std::strerror(err));
+      system_input_error(err, "cannot write ", what_);
     }
     p += n;
     size -= static_cast<std::size_t>(n);
@@ -87,7 +87,7 @@ void AtomicFile::commit(Replace replace) {
     fd_ = -1;
     if (rc != 0) {
       const int err = errno;
-      system_input_error(err, "cannot write ", what_, ": ", std::strerror(err));
+      system_input_error(err, "cannot write ", what_);
     }
   }
   if (replace == Replace::yes) {

@@ -268,7 +268,7 @@ int failed_write(hid_t fid) {
 }
 
 void check_writes(const std::string& file, hid_t fid) {
-  if (const int err = failed_write(fid)) system_input_error(err, "cannot write ", file, ": ", std::strerror(err));
+  if (const int err = failed_write(fid)) system_input_error(err, "cannot write ", file);
 }
 
 void close(const std::string& file, File& f) {
@@ -283,7 +283,7 @@ void close(const std::string& file, File& f) {
   t_closed_err = 0;
   const bool closed = H5Fclose(id) >= 0;
   const int close_err = t_closed_err;
-  if (const int e = err ? err : close_err) system_input_error(e, "cannot write ", file, ": ", std::strerror(e));
+  if (const int e = err ? err : close_err) system_input_error(e, "cannot write ", file);
   if (!flushed) input_error(file, ": cannot write: ", flush_error);
   if (!closed) fail(file, "cannot close");
 }
@@ -312,7 +312,7 @@ void fail(const std::string& file, const std::string& what) {
   H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, &find_errno, &se);  // keeps the innermost
   if (se.err == 0 && t_tripped_err) se = SystemError{t_tripped_err, false};  // after a dropped write
   if (se.err > 0)
-    system_input_error(se.err, se.read ? "cannot read " : "cannot write ", file, ": ", std::strerror(se.err));
+    system_input_error(se.err, se.read ? "cannot read " : "cannot write ", file);
   const std::string hdf5 = last_error();
   if (hdf5.empty()) input_error(file, ": ", what);
   input_error(file, ": ", what, ": ", hdf5);

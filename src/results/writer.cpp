@@ -82,7 +82,7 @@ struct ResultsWriter::Impl {
       h5::fail(file, "cannot get the file descriptor to sync");
     if (::fsync(*static_cast<int*>(handle)) != 0) {
       const int err = errno;
-      system_input_error(err, "cannot write ", file, ": ", std::strerror(err));
+      system_input_error(err, "cannot write ", file);
     }
   }
 

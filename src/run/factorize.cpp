@@ -294,7 +294,7 @@ void ResultStore::store(const ReplicateResult& r, bool write_files) {
     // a log that stops short on a full disk would say less than the run did
     if (!json_) {
       const int err = errno;
-      system_input_error(err, "cannot write ", log_json_, ": ", err ? std::strerror(err) : "write failed");
+      system_input_error(err, "cannot write ", log_json_);
     }
   }
 }

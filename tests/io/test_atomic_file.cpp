@@ -161,10 +161,18 @@ TEST(AtomicFile, WriteFailuresKeepTheirErrno) {
     EXPECT_EQ(e.system_errno(), 0) << e.what();  // an open that failed: no write error
   }
   try {
-    knmf::system_input_error(ENOSPC, "cannot write ", "f.h5", ": ", std::strerror(ENOSPC));
-  } catch (const knmf::InputError& e) {
+    knmf::system_input_error(ENOSPC, "cannot write ", "f.h5");
+    FAIL() << "no error";
+  } catch (const knmf::InputError& e) {  // the helper appends the system's words, once
     EXPECT_EQ(e.system_errno(), ENOSPC);
     EXPECT_EQ(std::string(e.what()), "cannot write f.h5: " + std::string(std::strerror(ENOSPC)));
+  }
+  try {
+    knmf::system_input_error(0, "cannot write ", "f.h5");
+    FAIL() << "no error";
+  } catch (const knmf::InputError& e) {  // no errno from the system: not strerror(0)'s "Success"
+    EXPECT_EQ(e.system_errno(), 0);
+    EXPECT_EQ(std::string(e.what()), "cannot write f.h5: write failed");
   }
   EXPECT_EQ(knmf::InputError("plain").system_errno(), 0);
 }

@@ -9,6 +9,7 @@
 ///    driver prints it and exits with status 70 (EX_SOFTWARE).
 /// On the device, NaN or divergence is a per-replicate status, never an exception.
 
+#include <cstring>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -58,10 +59,11 @@ template <class... Args>
 }
 
 /// input_error for a failed read or write of the system, keeping its errno `err`
-/// (InputError::system_errno); the message names the file and ends with strerror(err).
+/// (InputError::system_errno). The message is the arguments (naming the file) followed by
+/// ": " and strerror(err), or ": write failed" where the system gave no errno (err 0).
 template <class... Args>
 [[noreturn]] void system_input_error(int err, const Args&... args) {
-  throw InputError(detail::concat(args...), err);
+  throw InputError(detail::concat(args..., ": ", err ? std::strerror(err) : "write failed"), err);
 }
 
 }  // namespace knmf
