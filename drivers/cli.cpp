@@ -79,6 +79,7 @@ int run(const std::vector<std::string>& args) {
     if (show_version) {
       std::cout << build_report();
       std::cout << "device: " << device_description() << "\n";
+      std::cout << "host threads: " << thread_binding() << "\n";
       // the memory plan's own figures, exact (perf/gpu/check.sh sizes its limits from them)
       const auto rules = allocation_rules();
       std::cout << "memory plan: free " << available_device_bytes() << " bytes, unplanned "

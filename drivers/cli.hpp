@@ -26,6 +26,14 @@ SplitArgs split_kokkos_args(int argc, const char* const* argv);
 int check_kokkos_args(std::vector<std::string>& flags);
 /// The most threads Kokkos' host pool of this build holds (INT_MAX: no fixed limit).
 int max_kokkos_threads();
+/// Before Kokkos starts, where OMP_PROC_BIND is not set (Kokkos warns then): bind the threads
+/// (spread over OMP_PLACES=threads) when the pool takes every CPU this process may use, else
+/// leave them unbound (OMP_PROC_BIND=false). Bound, a process with fewer threads starts them on
+/// the first CPUs of its set, so several such processes on one node (cNMF's --total-workers
+/// with one thread each) would all share core 0. `flags`: Kokkos' flags, after
+/// check_kokkos_args. thread_binding(): what was decided, for `knmf --version`.
+void set_thread_binding(const std::vector<std::string>& flags);
+const std::string& thread_binding();
 
 /// Under MPI: this process's rank and the world size (only rank 0 prints CLI errors).
 void set_rank(int rank, int size);

@@ -239,4 +239,37 @@ int check_kokkos_args(std::vector<std::string>& flags) {
 
 int max_kokkos_threads() { return max_host_threads() > 0 ? max_host_threads() : INT_MAX; }
 
+namespace {
+std::string g_binding = "OMP_PROC_BIND unset";
+}
+
+void set_thread_binding(const std::vector<std::string>& flags) {
+  if (const char* given = env("OMP_PROC_BIND")) {
+    g_binding = std::string("OMP_PROC_BIND=") + given + " (given)";
+    return;
+  }
+  // The pool's size, as Kokkos takes it: the flag (checked above), KOKKOS_NUM_THREADS, the
+  // first entry of OMP_NUM_THREADS; none: one thread per CPU this process may use.
+  long long threads = 0;
+  for (const auto& f : flags)
+    if (f.rfind("--kokkos-num-threads=", 0) == 0) threads = parse_int(f.substr(21)).value_or(0);
+  if (threads <= 0 && env("KOKKOS_NUM_THREADS")) threads = parse_int(env("KOKKOS_NUM_THREADS")).value_or(0);
+  if (threads <= 0 && env("OMP_NUM_THREADS")) {
+    const std::string omp = env("OMP_NUM_THREADS");
+    threads = parse_int(omp.substr(0, omp.find(','))).value_or(0);
+  }
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  const int cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 0;
+  const bool every_cpu = threads <= 0 || cpus <= 0 || threads >= cpus;
+  setenv("OMP_PROC_BIND", every_cpu ? "spread" : "false", 1);
+  if (every_cpu) setenv("OMP_PLACES", "threads", 0);
+  g_binding = every_cpu
+                  ? std::string("OMP_PROC_BIND=spread (set by knmf: the threads take every CPU this process may use)")
+                  : "OMP_PROC_BIND=false (set by knmf: " + std::to_string(threads) + " thread(s) on " +
+                        std::to_string(cpus) + " CPUs, left to the system)";
+}
+
+const std::string& thread_binding() { return g_binding; }
+
 }  // namespace knmf::cli

@@ -90,9 +90,7 @@ int main(int argc, char** argv) {
 #endif
     return bad;
   }
-  // Kokkos warns at start unless OMP_PROC_BIND is set; binding spreads the threads.
-  setenv("OMP_PROC_BIND", "spread", 0);
-  setenv("OMP_PLACES", "threads", 0);
+  knmf::cli::set_thread_binding(split.kokkos);  // Kokkos warns at start unless OMP_PROC_BIND is set
   std::vector<char*> kargv{argv[0]};
   for (auto& a : split.kokkos) kargv.push_back(a.data());
   int kargc = static_cast<int>(kargv.size());

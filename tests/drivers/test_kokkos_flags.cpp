@@ -4,6 +4,9 @@
 // exit 2 (not an option / not of its type) or 1 (out of range), and nothing is written.
 #include <gtest/gtest.h>
 
+#include <sched.h>
+
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 
@@ -140,6 +143,46 @@ TEST_F(KokkosFlags, EnvironmentKokkosReadsIsChecked) {
     EXPECT_EQ(r.status, 0) << r.out;
     EXPECT_TRUE(written_);
   }
+}
+
+// Where OMP_PROC_BIND is not set, the driver binds its threads (spread) only when they take
+// every CPU it may use: with fewer, bound threads start on the first CPUs of the set, so
+// several one-thread processes on a node (cNMF's --total-workers) would all run on core 0.
+// `knmf --version` says what was decided.
+std::string host_threads_line(const std::string& env, const std::string& flag = "") {
+  std::string cmd = "env -u OMP_PROC_BIND -u OMP_PLACES -u OMP_NUM_THREADS -u KOKKOS_NUM_THREADS " + env +
+                    " " + knmf::test::shell_quote(knmf::test::driver_path()) + " " + flag + " --version 2>&1";
+  std::string out;
+  FILE* p = popen(cmd.c_str(), "r");
+  char buf[4096];
+  size_t got;
+  while ((got = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, got);
+  EXPECT_EQ(pclose(p), 0) << out;
+  EXPECT_EQ(out.find("OMP_PROC_BIND environment variable not set"), std::string::npos) << out;
+  for (const auto& l : lines(out))
+    if (l.rfind("host threads: ", 0) == 0) return l;
+  ADD_FAILURE() << "no host threads line: " << out;
+  return "";
+}
+
+TEST(ThreadBinding, BoundOnlyWhenTheThreadsTakeEveryCpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  ASSERT_EQ(sched_getaffinity(0, sizeof set, &set), 0);
+  const int cpus = CPU_COUNT(&set);  // the driver inherits this process's set
+  const std::string spread =
+      "host threads: OMP_PROC_BIND=spread (set by knmf: the threads take every CPU this process may use)";
+  const std::string one = cpus > 1 ? "host threads: OMP_PROC_BIND=false (set by knmf: 1 thread(s) on " +
+                                         std::to_string(cpus) + " CPUs, left to the system)"
+                                   : spread;
+  EXPECT_EQ(host_threads_line(""), spread);
+  EXPECT_EQ(host_threads_line("OMP_NUM_THREADS=" + std::to_string(cpus)), spread);
+  EXPECT_EQ(host_threads_line("OMP_NUM_THREADS=1"), one);
+  EXPECT_EQ(host_threads_line("OMP_NUM_THREADS=1,1"), one);  // OpenMP's nested list: the first
+  EXPECT_EQ(host_threads_line("KOKKOS_NUM_THREADS=1"), one);
+  EXPECT_EQ(host_threads_line("", "--kokkos-num-threads=1"), one);
+  EXPECT_EQ(host_threads_line("", "--kokkos-threads=1"), one);  // Kokkos 3's name, renamed
+  EXPECT_EQ(host_threads_line("OMP_PROC_BIND=close"), "host threads: OMP_PROC_BIND=close (given)");
 }
 
 }  // namespace
