@@ -175,6 +175,21 @@ std::optional<Refusal> check_flag(std::string& arg) {
 
 const char* env(const char* name) { return std::getenv(name); }
 
+/// OMP_NUM_THREADS' first entry (the outermost level's count), as text; "" when unset.
+std::string omp_threads_first() {
+  const char* omp = env("OMP_NUM_THREADS");
+  if (!omp) return "";
+  const std::string s(omp);
+  return s.substr(0, s.find(','));
+}
+
+/// The CPUs this process may run on (0 when the system does not say).
+int process_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  return sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 0;
+}
+
 std::optional<Refusal> check_environment(bool threads_flag) {
   struct Var {
     const char* name;
@@ -199,9 +214,7 @@ std::optional<Refusal> check_environment(bool threads_flag) {
   // OMP_NUM_THREADS). libgomp itself ignores a value it cannot read, with a warning.
   const char* omp = env("OMP_NUM_THREADS");
   if (omp && !threads_flag && !env("KOKKOS_NUM_THREADS") && max_host_threads() > 0) {
-    std::string first(omp);
-    first = first.substr(0, first.find(','));
-    const auto n = parse_int(first);
+    const auto n = parse_int(omp_threads_first());
     if (n && *n > max_host_threads())
       return Refusal{1, "environment variable OMP_NUM_THREADS '" + std::string(omp) +
                             "' is invalid: Kokkos' OpenMP thread pool holds at most " +
@@ -229,9 +242,7 @@ int check_kokkos_args(std::vector<std::string>& flags) {
   // machine with more than the pool holds, Kokkos would crash. The pool's size is given then.
   if (!threads_flag && !env("KOKKOS_NUM_THREADS") && !env("OMP_NUM_THREADS") &&
       max_host_threads() > 0) {
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > max_host_threads())
+    if (process_cpus() > max_host_threads())
       flags.push_back("--kokkos-num-threads=" + std::to_string(max_host_threads()));
   }
   return 0;
@@ -254,13 +265,8 @@ void set_thread_binding(const std::vector<std::string>& flags) {
   for (const auto& f : flags)
     if (f.rfind("--kokkos-num-threads=", 0) == 0) threads = parse_int(f.substr(21)).value_or(0);
   if (threads <= 0 && env("KOKKOS_NUM_THREADS")) threads = parse_int(env("KOKKOS_NUM_THREADS")).value_or(0);
-  if (threads <= 0 && env("OMP_NUM_THREADS")) {
-    const std::string omp = env("OMP_NUM_THREADS");
-    threads = parse_int(omp.substr(0, omp.find(','))).value_or(0);
-  }
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  const int cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 0;
+  if (threads <= 0) threads = parse_int(omp_threads_first()).value_or(0);
+  const int cpus = process_cpus();
   const bool every_cpu = threads <= 0 || cpus <= 0 || threads >= cpus;
   setenv("OMP_PROC_BIND", every_cpu ? "spread" : "false", 1);
   if (every_cpu) setenv("OMP_PLACES", "threads", 0);

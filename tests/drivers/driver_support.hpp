@@ -32,8 +32,7 @@ inline std::string shell_quote(const std::string& s) {
 /// Run `knmf args...` to completion (in the folder `cwd` when given); stdout and stderr
 /// captured together. `env`: variable assignments for the driver's environment ("A=1 B=2",
 /// shell-quoted). The driver is started unbound (OMP_PROC_BIND=false, as every test:
-/// KNMF_TEST_OMP_ENV in tests/CMakeLists.txt); by itself it binds with spread, which puts the
-/// first thread of every process beside it on core 0.
+/// KNMF_TEST_OMP_ENV in tests/CMakeLists.txt), whatever thread count it is given.
 inline ProcResult run_knmf(const std::vector<std::string>& args, const std::string& env = "",
                            const std::string& cwd = "") {
   std::string cmd = cwd.empty() ? "" : "cd " + shell_quote(cwd) + " && ";
