@@ -1,6 +1,7 @@
 #pragma once
 // The solver's view of a row-partitioned X: its RowPartition (the products on this rank's rows
-// and the sums over the ranks; see src/solver/engine.hpp).
+// and the sums over the ranks; see src/solver/engine.hpp). The products are those of the local
+// block's XOperandOf (compiled in src/solver/nmf.cpp), not compiled again here.
 #include "knmf/core/host_access.hpp"
 #include "knmf/mpi/distributed.hpp"
 #include "solver/engine.hpp"
@@ -27,18 +28,18 @@ struct RowPartition<mpi::DistributedMatrix<Inner>> {
   template <class T>
   static void x_times_ht(const ExecSpace& space, const X& x, const Matrix<T>& H,
                          const Matrix<T>& P, GatherScratch<T>& scratch) {
-    RowPartition<Inner>::x_times_ht(space, x.local(), H, P, scratch);
+    XOperandOf<Inner>(x.local()).x_times_ht(space, H, P, scratch);
   }
   template <class T>
   static void wt_times_x(const ExecSpace& space, const X& x, const Matrix<T>& W,
                          const Matrix<T>& Q, GatherScratch<T>& scratch) {
-    RowPartition<Inner>::wt_times_x(space, x.local(), W, Q, scratch);  // this rank's rows; see reduce
+    XOperandOf<Inner>(x.local()).wt_times_x(space, W, Q, scratch);  // this rank's rows; see reduce
   }
   template <class F>
   static void for_each_beta_block(const ExecSpace& space, const X& x, bool transposed, F&& f) {
-    RowPartition<Inner>::for_each_beta_block(space, x.local(), transposed, f);  // see reduce
+    XOperandOf<Inner>(x.local()).for_each_beta_block(space, transposed, f);  // see reduce
   }
-  static BetaShape beta_shape(const X& x) { return RowPartition<Inner>::beta_shape(x.local()); }
+  static BetaShape beta_shape(const X& x) { return XOperandOf<Inner>(x.local()).beta_shape(); }
   template <class T>
   static void reduce(const X& x, const ExecSpace& space, const Matrix<T>& m) {
     allreduce_view(x.comm(), space, m);

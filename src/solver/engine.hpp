@@ -11,7 +11,12 @@
 ///    (detail/rules.hpp; what a rule is: detail/rule.hpp);
 ///  * RowPartition, which a row-partitioned X specializes (its products on its rows and the
 ///    reductions over the row blocks: detail/partition.hpp), and KNMF_INSTANTIATE_SOLVER(M),
-///    which instantiates the public solver templates for a matrix type M (detail/nmf_impl.hpp);
+///    which instantiates the public solver templates for a matrix type M (detail/nmf_impl.hpp):
+///    they wrap X in an XOperandOf<M> (detail/x_operand.hpp) and call the batched solver, which
+///    is compiled once per value type (detail/batched.hpp, src/solver/batched_float.cpp and
+///    batched_double.cpp);
 ///  * check_spectra_values, the one check of the values of refit spectra.
 
 #include "detail/nmf_impl.hpp"
+#include "detail/rules.hpp"
+#include "detail/slot_batch.hpp"

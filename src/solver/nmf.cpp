@@ -4,6 +4,13 @@
 
 namespace knmf {
 
+template class detail::XOperandOf<DenseMatrix<float>>;
+template class detail::XOperandOf<DenseMatrix<double>>;
+template class detail::XOperandOf<CsrMatrix<float>>;
+template class detail::XOperandOf<CsrMatrix<double>>;
+template class detail::XOperandOf<StreamedMatrix<float>>;
+template class detail::XOperandOf<StreamedMatrix<double>>;
+
 KNMF_INSTANTIATE_SOLVER(DenseMatrix<float>)
 KNMF_INSTANTIATE_SOLVER(DenseMatrix<double>)
 KNMF_INSTANTIATE_SOLVER(CsrMatrix<float>)

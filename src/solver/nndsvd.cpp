@@ -136,7 +136,8 @@ void init_factors(const ExecSpace& space, const XMat& X, int k, std::int64_t see
                                            W_row_major);
     return;
   }
-  detail::nndsvd_init(space, X, k, seed, init, X.mean(), H_row_major, W_row_major);
+  detail::nndsvd_init(space, detail::XOperandOf<XMat>(X), k, seed, init, X.mean(), H_row_major,
+                      W_row_major);
 }
 
 #define KNMF_INSTANTIATE_INIT_FACTORS(M)                                                           \

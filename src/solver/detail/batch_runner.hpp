@@ -3,7 +3,8 @@
 /// The batched solver's driver (internal): the slots' state (job, progress, status) over a
 /// SlotBatch (slot_batch.hpp: buffers, transfers, compaction), filled from a job source, run
 /// under an update rule (rules.hpp: the updates and the per-slot convergence decisions), its
-/// finished slots emitted as results. X is reached only through RowPartition (partition.hpp).
+/// finished slots emitted as results. X is reached only through XOperand (x_operand.hpp), so
+/// the runner is compiled once per value type (batched.hpp).
 
 #include <Kokkos_Core.hpp>
 
@@ -21,20 +22,18 @@
 #include "knmf/solver/init.hpp"
 #include "knmf/solver/nmf.hpp"
 #include "kernels.hpp"
-#include "nndsvd.hpp"
-#include "partition.hpp"
 #include "rules.hpp"
 #include "slot_batch.hpp"
+#include "x_operand.hpp"
 
 namespace knmf::detail {
 
 /// What a rule's factorize_step sees (rule.hpp): the batch, the options and the active slots,
 /// and the products with X that the two factor updates read, summed over row blocks.
-template <class T, class XMat>
+template <class T>
 struct FactorizeStep {
-  using Part = RowPartition<XMat>;
   const ExecSpace& space;
-  const XMat& X;
+  const XOperand<T>& X;
   SlotBatch<T>& batch;
   const SolverOptions& opts;
   const Regularization& reg;
@@ -44,21 +43,21 @@ struct FactorizeStep {
   void products_for_W() const {
     auto& b = batch;
     slot_gram(space, b.H, b.R, b.k, active, b.gram_partial, b.GH);
-    Part::x_times_ht(space, X, b.H, b.P, b.gather);
+    X.x_times_ht(space, b.H, b.P, b.gather);
   }
   /// Q = W^T X and GW = W^T W of the current W.
   void products_for_H() const {
     auto& b = batch;
-    Part::wt_times_x(space, X, b.W, b.Q, b.gather);
-    Part::reduce(X, space, b.Q);
+    X.wt_times_x(space, b.W, b.Q, b.gather);
+    X.reduce(space, b.Q);
     slot_gram(space, b.W, b.R, b.k, active, b.gram_partial, b.GW);
-    Part::reduce(X, space, b.GW);
+    X.reduce(space, b.GW);
   }
   /// Per-slot sums of the chunk partials of a reduction over the n columns of W (over all
   /// row blocks) or the g columns of H.
   std::vector<double> violations_W() const {
     auto v = batch.sum_partials(batch.n, batch.R);
-    Part::reduce(X, v);
+    X.reduce(v);
     return v;
   }
   std::vector<double> violations_H() const { return batch.sum_partials(batch.g, batch.R); }
@@ -66,7 +65,7 @@ struct FactorizeStep {
   /// whose sums are not needed before H's update writes), H's from batch.red_partial.
   std::pair<std::vector<double>, std::vector<double>> violations_WH() const {
     auto v = batch.sum_partials_wh();
-    Part::reduce(X, v.first);
+    X.reduce(v.first);
     return v;
   }
 
@@ -78,10 +77,10 @@ struct FactorizeStep {
   /// a function templated on a local lambda type).
   struct BetaVisit {
     const ExecSpace& space;
-    const XMat& X;
+    const XOperand<T>& X;
     template <class F>
     void operator()(bool transposed, const F& f) const {
-      Part::for_each_beta_block(space, X, transposed, f);
+      X.for_each_beta_block(space, transposed, f);
     }
   };
   BetaVisit beta_visit() const { return BetaVisit{space, X}; }
@@ -105,12 +104,12 @@ struct FactorizeStep {
   void beta_update_H() const {
     auto& b = batch;
     beta_h_pass(space, beta_visit(), beta_operands(slots), b.beta, b.Q, b.H_next);
-    Part::reduce(X, space, b.Q);
+    X.reduce(space, b.Q);
     if (opts.beta_loss != 1.0) {
-      Part::reduce(X, space, b.H_next);
+      X.reduce(space, b.H_next);
     } else {
       slot_row_sums(space, b.W, b.R, b.k, active, b.gram_partial, b.wsum);
-      Part::reduce(X, space, b.wsum);
+      X.reduce(space, b.wsum);
     }
     beta_h_update(space, b.H, b.Q, b.H_next, b.wsum, active, b.k, opts.beta_loss, reg.l1_H,
                   reg.l2_H);
@@ -124,7 +123,7 @@ struct FactorizeStep {
     std::vector<double> sums(size_t(b.R), 0.0), err(size_t(b.R), 0.0);
     if (opts.beta_loss == 1.0) slot_row_sums(space, b.H, b.R, b.k, m, b.gram_partial, b.wsum);
     beta_divergence_pass(space, beta_visit(), beta_operands(which), b.beta, b.wsum, sums);
-    Part::reduce(X, sums);
+    X.reduce(sums);
     for (int r : which)
       err[size_t(r)] = beta_error_from_sum(sums[size_t(r)], opts.beta_loss, double(n_global),
                                            double(b.g));
@@ -142,12 +141,10 @@ struct FactorizeStep {
   }
 };
 
-template <class T, class XMat>
+template <class T>
 class BatchRunner {
-  using Part = RowPartition<XMat>;
-
 public:
-  BatchRunner(const ExecSpace& space, const XMat& X, int k, int R, const SolverOptions& opts,
+  BatchRunner(const ExecSpace& space, const XOperand<T>& X, int k, int R, const SolverOptions& opts,
               RunMode mode, const std::vector<std::vector<double>>* spectra = nullptr)
       : space_(space), X_(X), k_(k), mode_(mode), opt_(opts), spectra_(spectra),
         b_(space, X.rows(), X.cols(), k, mode) {
@@ -156,7 +153,7 @@ public:
     n_ = X.rows();
     g_ = X.cols();
     if (mode == RunMode::factorize && opts.init != InitKind::random) {
-      if constexpr (!Part::whole_matrix)
+      if (!X.whole_matrix())
         input_error("--init ", to_string(opts.init),
                     " is not available with X partitioned by rows (--distribute rows): the "
                     "randomized SVD's LU and QR need every row on one rank; use --distribute "
@@ -166,8 +163,8 @@ public:
                     " is invalid: it must be <= min(cells, genes) = ", std::min(X.rows(), X.cols()),
                     " (scikit-learn's rule; --init random has no such limit)");
     }
-    n_global_ = Part::global_rows(X);
-    row0_ = Part::row_offset(X);
+    n_global_ = X.global_rows();
+    row0_ = X.row_offset();
     reg_ = regularization(opts, n_global_, g_);
     norm_x_ = X.stats().norm2;
     mean_ = X.mean();
@@ -178,7 +175,7 @@ public:
                             "X");
     b_.keep_w_next = mode == RunMode::factorize && opts.accelerated_mu();
     b_.allocate(R);
-    if (beta_) b_.allocate_beta(Part::beta_shape(X));
+    if (beta_) b_.allocate_beta(X.beta_shape());
     slots_.assign(size_t(R), Slot{});
   }
 
@@ -221,7 +218,7 @@ private:
   /// products they reuse; auto allows 1 + alpha rho of them. nnz is X's stored entries (n g
   /// for a dense X), over every row block (the statistics are global), so every rank of a
   /// row-partitioned X takes the same limits.
-  void set_sweep_limits(const XMat& X) {
+  void set_sweep_limits(const XOperand<T>& X) {
     if (opt_.inner_sweeps != SolverOptions::inner_sweeps_auto) {
       sweeps_W_ = sweeps_H_ = opt_.inner_sweeps;
       return;
@@ -292,7 +289,7 @@ private:
     if (mode_ == RunMode::refit) {
       // H is fixed: X H^T and H H^T are computed once per fill.
       const auto& all = active_mask();
-      Part::x_times_ht(space_, X_, b_.H, b_.P, b_.gather);
+      X_.x_times_ht(space_, b_.H, b_.P, b_.gather);
       slot_gram(space_, b_.H, b_.R, k_, all, b_.gram_partial, b_.GH);
     }
     init_errors(fresh);
@@ -350,9 +347,10 @@ private:
         w.resize(size_t(n_global_ * k_));
         if (opt_.init == InitKind::random) {
           random_init<T>(job.seed, mean_, k_, n_global_, g_, h.data(), w.data());
-        } else if constexpr (Part::whole_matrix) {
-          // each replicate its own randomized SVD from its seed, as cNMF's jobs do
-          nndsvd_init(space_, X_, k_, job.seed, opt_.init, mean_, h.data(), w.data());
+        } else {
+          // each replicate its own randomized SVD from its seed, as cNMF's jobs do (a whole X:
+          // the constructor refused a row block)
+          X_.nndsvd_init(space_, k_, job.seed, opt_.init, h.data(), w.data());
         }
       }
       b_.upload_rows_right(h.data(), r, b_.H, b_.H_next, g_);
@@ -376,13 +374,13 @@ private:
     auto Hp = SlotBatch<T>::over(b_.Q, size_type(F) * k_, g_);
     pack_slots(space_, b_.W, list, k_, Wp);
     pack_slots(space_, b_.H, list, k_, Hp);
-    Part::wt_times_x(space_, X_, Wp, Qp, b_.gather);
-    Part::reduce(X_, space_, Qp);
+    X_.wt_times_x(space_, Wp, Qp, b_.gather);
+    X_.reduce(space_, Qp);
     slot_dot(space_, Qp, Hp, F, k_, b_.ones(), b_.red_partial);
     auto cross = b_.sum_partials(g_, F);
     const auto& fm = mask_of(fresh);
     slot_gram(space_, b_.W, b_.R, k_, fm, b_.gram_partial, b_.GW);
-    Part::reduce(X_, space_, b_.GW);
+    X_.reduce(space_, b_.GW);
     slot_gram(space_, b_.H, b_.R, k_, fm, b_.gram_partial, b_.GH);
     b_.download_grams();
     for (int p = 0; p < F; ++p) {
@@ -417,10 +415,10 @@ private:
     }
     const auto& m = mask_of(which);
     if (!q_current_) {
-      Part::wt_times_x(space_, X_, b_.W, b_.Q, b_.gather);
-      Part::reduce(X_, space_, b_.Q);
+      X_.wt_times_x(space_, b_.W, b_.Q, b_.gather);
+      X_.reduce(space_, b_.Q);
       slot_gram(space_, b_.W, b_.R, k_, m, b_.gram_partial, b_.GW);
-      Part::reduce(X_, space_, b_.GW);
+      X_.reduce(space_, b_.GW);
       q_current_ = true;
     }
     slot_gram(space_, b_.H, b_.R, k_, m, b_.gram_partial, b_.GH);
@@ -437,8 +435,8 @@ private:
       if (slots_[size_t(r)].active) a.push_back(r);
     return a;
   }
-  FactorizeStep<T, XMat> step_of(const SlotMask& m, const std::vector<int>& which) {
-    return FactorizeStep<T, XMat>{space_, X_, b_, opt_, reg_, m, which};
+  FactorizeStep<T> step_of(const SlotMask& m, const std::vector<int>& which) {
+    return FactorizeStep<T>{space_, X_, b_, opt_, reg_, m, which};
   }
 
   // ------------------------------------------------------------- iterations
@@ -454,8 +452,8 @@ private:
     } else if (mode_ == RunMode::factorize) {
       // the active list only for the accelerated sweeps (the exact path allocates nothing)
       const bool repeats = sweeps_W_ > 1 || sweeps_H_ > 1;
-      FactorizeStep<T, XMat> step{space_, X_, b_, opt_, reg_, act,
-                                  repeats ? active_list() : std::vector<int>{}};
+      FactorizeStep<T> step{space_, X_, b_, opt_, reg_, act,
+                            repeats ? active_list() : std::vector<int>{}};
       step.sweeps_W = sweeps_W_;
       step.sweeps_H = sweeps_H_;
       values = Rule::factorize_step(step);
@@ -467,7 +465,7 @@ private:
     } else {
       FixedH<T> f{b_.W, b_.W_next, b_.P, b_.GH, b_.R, k_, b_.red_partial, b_.red_partial_host()};
       values = Rule::fixed_h_step(space_, f, act, reg_, opt_);
-      if (!values.empty()) Part::reduce(X_, values);  // over W's rows: sum the row blocks
+      if (!values.empty()) X_.reduce(values);  // over W's rows: sum the row blocks
       q_current_ = false;
     }
     if (opt_.record_trace && mode_ == RunMode::factorize) record_trace(values);
@@ -562,7 +560,7 @@ private:
   }
 
   ExecSpace space_;
-  const XMat& X_;
+  const XOperand<T>& X_;
   int k_;
   RunMode mode_;
   SolverOptions opt_;

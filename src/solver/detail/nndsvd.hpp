@@ -5,7 +5,7 @@
 /// random_state=seed)` with its defaults (n_oversamples 10, n_iter 'auto', LU power
 /// iterations, transpose 'auto', svd_flip).
 ///
-/// X is reached only through the solver's two products (RowPartition, partition.hpp):
+/// X is reached only through the solver's two products (XOperand, x_operand.hpp):
 ///   X Z   (n x p) for a g x p Z   as P = H X^T with H = Z^T   (x_times_ht)
 ///   X^T Y (g x p) for an n x p Y  as Q = W X   with W = Y^T   (wt_times_x + reduce)
 /// so dense, CSR and streamed X work alike. Everything else runs on the host in double
@@ -28,7 +28,7 @@
 #include "knmf/random/random_state.hpp"
 #include "knmf/solver/init.hpp"
 #include "knmf/solver/options.hpp"
-#include "partition.hpp"
+#include "x_operand.hpp"
 
 namespace knmf::detail {
 
@@ -191,13 +191,10 @@ void nndsvd_from_svd(const TruncatedSvd& svd, size_type n, size_type g, int k, I
 
 /// W0 (n x k) and H0 (k x g), row-major, of `_initialize_nmf(X, k, init=kind,
 /// random_state=seed)` for kind != random, through X's products on `space`.
-template <class XMat>
-void nndsvd_init(const ExecSpace& space, const XMat& X, int k, std::int64_t seed, InitKind kind,
-                 double mean, typename XMat::value_type* H_row_major,
-                 typename XMat::value_type* W_row_major) {
-  using T = typename XMat::value_type;
-  using Part = RowPartition<XMat>;
-  static_assert(Part::whole_matrix, "NNDSVD needs every row of X (see BatchRunner)");
+template <class T>
+void nndsvd_init(const ExecSpace& space, const XOperand<T>& X, int k, std::int64_t seed,
+                 InitKind kind, double mean, T* H_row_major, T* W_row_major) {
+  KNMF_ASSERT(X.whole_matrix(), "NNDSVD needs every row of X (see BatchRunner)");
   KNMF_ASSERT(kind != InitKind::random, "nndsvd_init called for init='random'");
   Kokkos::Profiling::ScopedRegion region("knmf::solver::nndsvd_init");
   const size_type n = X.rows(), g = X.cols();
@@ -231,14 +228,14 @@ void nndsvd_init(const ExecSpace& space, const XMat& X, int k, std::int64_t seed
   // X Z for a g x p Z: P = H X^T with H = Z^T (p x g)
   auto x_z = [&](const std::vector<double>& Z, size_type p) {
     return through_x(Z, p, g, n, [&](const Matrix<T>& Zt, const Matrix<T>& P) {
-      Part::x_times_ht(space, X, Zt, P, scratch);
+      X.x_times_ht(space, Zt, P, scratch);
     });
   };
   // X^T Y for an n x p Y: Q = W X with W = Y^T (p x n), summed over row blocks
   auto xt_y = [&](const std::vector<double>& Y, size_type p) {
     return through_x(Y, p, n, g, [&](const Matrix<T>& Yt, const Matrix<T>& Q) {
-      Part::wt_times_x(space, X, Yt, Q, scratch);
-      Part::reduce(X, space, Q);
+      X.wt_times_x(space, Yt, Q, scratch);
+      X.reduce(space, Q);
     });
   };
   const auto svd = randomized_svd(n, g, k, seed, std::is_same_v<T, float>, x_z, xt_y);

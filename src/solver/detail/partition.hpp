@@ -2,9 +2,9 @@
 /// \file
 /// How the solver reaches X (internal): the two products with X and, for an X that holds only
 /// a block of the rows of the full matrix (the MPI row partition), the reductions over the
-/// row blocks. The solver calls X through RowPartition<XMat> alone, so a new matrix type is
-/// one specialization (src/mpi/distributed_detail.hpp), declared anywhere before the solver
-/// is instantiated for it. The default is a whole matrix with the products of products.hpp:
+/// row blocks. The solver reaches X through XOperandOf<XMat> (x_operand.hpp), which calls
+/// RowPartition<XMat> alone, so a new matrix type is one specialization
+/// (src/mpi/distributed_detail.hpp), declared anywhere before the solver is instantiated for it. The default is a whole matrix with the products of products.hpp:
 /// no offset, nothing to reduce.
 
 #include <vector>
