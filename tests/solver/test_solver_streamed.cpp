@@ -221,14 +221,14 @@ TEST(Streamed, LongColumnsAreGatheredInSegmentsInAFixedOrder) {
   // 3 values), reused by every later one (no allocation inside an iteration); the host-tuned
   // gather needs none
   detail::GatherScratch<double> scratch;
-  detail::wt_times_x(ExecSpace(), X, W, Q, scratch);
+  detail::XOperandOf<CsrMatrix<double>>(X).wt_times_x(ExecSpace(), W, Q, scratch);
   auto hQ = knmf::host_copy(Q);
   for (size_type j = 0; j < g; ++j)
     for (size_type r = 0; r < rk; ++r) EXPECT_EQ(hQ(r, j), expect(j, r, 0, n, 0.0)) << j << "," << r;
   const double* partials = scratch.partials.data();
   EXPECT_EQ(scratch.partials.span(), host_tuned_kernels ? 0u : size_t(rk * 3));
   // again: the same bits, in the same scratch
-  detail::wt_times_x(ExecSpace(), X, W, Q, scratch);
+  detail::XOperandOf<CsrMatrix<double>>(X).wt_times_x(ExecSpace(), W, Q, scratch);
   auto hQ2 = knmf::host_copy(Q);
   for (size_type j = 0; j < g; ++j)
     for (size_type r = 0; r < rk; ++r) EXPECT_EQ(hQ2(r, j), hQ(r, j));
@@ -244,7 +244,7 @@ TEST(Streamed, LongColumnsAreGatheredInSegmentsInAFixedOrder) {
   const auto& bounds = Y.block_bounds();
   ASSERT_GT(bounds[1], S);
   ASSERT_GT(n - bounds[1], S);
-  detail::wt_times_x(ExecSpace(), Y, W, Q, scratch);
+  detail::XOperandOf<StreamedMatrix<double>>(Y).wt_times_x(ExecSpace(), W, Q, scratch);
   EXPECT_EQ(scratch.partials.data(), partials);  // two segments a block fit the three
   auto hQs = knmf::host_copy(Q);
   for (size_type j = 0; j < g; ++j)
@@ -259,7 +259,7 @@ TEST(Streamed, LongColumnsAreGatheredInSegmentsInAFixedOrder) {
   for (size_type j = 0; j < g; ++j)
     for (size_type r = 0; r < rk; ++r) hH(r, j) = u(rng);
   Kokkos::deep_copy(H, hH);
-  detail::x_times_ht(ExecSpace(), X, H, P, scratch);
+  detail::XOperandOf<CsrMatrix<double>>(X).x_times_ht(ExecSpace(), H, P, scratch);
   auto hP = knmf::host_copy(P);
   for (size_type i = 0; i < n; i += 97)
     for (size_type r = 0; r < rk; ++r) {
