@@ -52,6 +52,13 @@ SimulationOptions small_options() {
   return o;
 }
 
+/// The demo's data (the default options), simulated once per process (about 2 s): three cases
+/// read it.
+const Simulation& demo_data() {
+  static const Simulation d = simulate(SimulationOptions{});
+  return d;
+}
+
 TEST(Simulate, GoldenChecksums) {
   // Pinned on x86-64 Linux; the simulator uses no libm and no std:: distributions and is
   // compiled without FMA contraction, so these hold on every IEEE-754 machine.
@@ -64,7 +71,7 @@ TEST(Simulate, GoldenChecksums) {
   EXPECT_EQ(checksum(s.programs), 0x687f5b6596cb6684ULL);
   EXPECT_EQ(checksum(s.usages), 0xeb696cdb9136e8f9ULL);
 
-  const auto d = simulate(SimulationOptions{});  // the demo's data
+  const auto& d = demo_data();
   std::printf("[simulate] default: nnz %lld, counts %016llx\n", (long long)d.counts.nnz(),
               (unsigned long long)checksum(d.counts));
   EXPECT_EQ(d.counts.nnz(), 2301901);
@@ -113,7 +120,7 @@ TEST(Simulate, RowBlocksDoNotChangeTheCounts) {
 TEST(Simulate, ShapeSparsityAndLibrarySizes) {
   const SimulationOptions o;  // the demo's defaults
   const Simulator sim(o);
-  const auto s = simulate(o);
+  const auto& s = demo_data();
   const std::int64_t n = o.n_cells, g = o.n_genes;
   const int K = o.n_programs + o.n_activity;
   ASSERT_EQ(s.counts.rows(), n);
@@ -186,7 +193,7 @@ TEST(Simulate, ShapeSparsityAndLibrarySizes) {
 // true usages x programs predict the counts far better than the average profile does.
 TEST(Simulate, PlantedProgramsExplainTheCounts) {
   const SimulationOptions o;
-  const auto s = simulate(o);
+  const auto& s = demo_data();
   const std::int64_t n = o.n_cells, g = o.n_genes;
   const int K = o.n_programs + o.n_activity;
   std::vector<double> mean_profile(size_t(g), 0.0);
