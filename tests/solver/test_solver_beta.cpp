@@ -21,6 +21,7 @@
 #include "solver_fixtures.hpp"
 
 namespace {
+namespace beta_mu_tests {  // its helpers' names are other solver tests' too (one unity batch)
 using namespace knmf;
 using namespace knmf::test;
 
@@ -374,4 +375,5 @@ TEST(BetaMu, OptionsParseAndRefuse) {
   EXPECT_NO_THROW(o.validate());
 }
 
+}  // namespace beta_mu_tests
 }  // namespace
