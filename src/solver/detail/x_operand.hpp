@@ -8,7 +8,8 @@
 /// (ten copies before, 8 s each at -O3). A virtual call per product or pass is nothing beside
 /// the product it starts.
 
-#include <functional>
+#include <memory>
+#include <type_traits>
 #include <vector>
 
 #include "knmf/core/error.hpp"
@@ -16,6 +17,23 @@
 #include "partition.hpp"
 
 namespace knmf::detail {
+
+/// A beta pass's visit of one block, passed through the virtual call without copying the
+/// caller's callable (a std::function would allocate for each pass of each iteration). Valid
+/// only during the call it is passed to.
+template <class T>
+class BetaBlockVisitor {
+public:
+  template <class F, class = std::enable_if_t<!std::is_same_v<std::decay_t<F>, BetaBlockVisitor>>>
+  BetaBlockVisitor(const F& f)  // NOLINT: implicit, as the callables it stands for
+      : object_(std::addressof(f)),
+        call_([](const void* o, const BetaBlock<T>& b) { (*static_cast<const F*>(o))(b); }) {}
+  void operator()(const BetaBlock<T>& b) const { call_(object_, b); }
+
+private:
+  const void* object_;
+  void (*call_)(const void*, const BetaBlock<T>&);
+};
 
 template <class T>
 class XOperand {
@@ -41,7 +59,7 @@ public:
                           GatherScratch<T>& scratch) const = 0;
   /// The beta passes' blocks (beta_passes.hpp) and the scratch shape they need.
   virtual void for_each_beta_block(const ExecSpace& space, bool transposed,
-                                   const std::function<void(const BetaBlock<T>&)>& f) const = 0;
+                                   const BetaBlockVisitor<T>& f) const = 0;
   virtual BetaShape beta_shape() const = 0;
   /// Sums over all row blocks, in place.
   virtual void reduce(const ExecSpace& space, const Matrix<T>& m) const = 0;
@@ -77,7 +95,7 @@ public:
   void wt_times_x(const ExecSpace& space, const Matrix<T>& W, const Matrix<T>& Q,
                   GatherScratch<T>& scratch) const override;
   void for_each_beta_block(const ExecSpace& space, bool transposed,
-                           const std::function<void(const BetaBlock<T>&)>& f) const override;
+                           const BetaBlockVisitor<T>& f) const override;
   BetaShape beta_shape() const override;
   void reduce(const ExecSpace& space, const Matrix<T>& m) const override;
   void reduce(const ExecSpace& space, const SlotGram& m) const override;
@@ -116,7 +134,7 @@ void XOperandOf<XMat>::wt_times_x(const ExecSpace& space, const Matrix<T>& W, co
 template <class XMat>
 void XOperandOf<XMat>::for_each_beta_block(
     const ExecSpace& space, bool transposed,
-    const std::function<void(const BetaBlock<T>&)>& f) const {
+    const BetaBlockVisitor<T>& f) const {
   Part::for_each_beta_block(space, X_, transposed, f);
 }
 template <class XMat>
