@@ -38,34 +38,6 @@ std::int64_t parse_bytes(const std::string& v, const std::string& option) {
   input_error(option, " '", v, "' is invalid: expected a byte count such as 2000000000, 512M or 4G");
 }
 
-bool SolverFlags::apply(SolverOptions& o) const {
-  if (!solver.empty()) o.solver = parse_solver(solver, "--solver");
-  o.zero_guard = parse_zero_guard(zero_guard, "--zero-guard");
-  return !solver.empty();
-}
-
-void add_solver_flags(CLI::App& sub, SolverOptions& o, SolverFlags& f, bool with_numeric) {
-  sub.add_option("--solver", f.solver,
-                 "mu (multiplicative update) or cd (scikit-learn's coordinate descent; cNMF's "
-                 "default)");
-  sub.add_option("--zero-guard", f.zero_guard,
-                 "MU denominators: replace-zero (scikit-learn, default) or add-eps (PyTorch engine)")
-      ->capture_default_str();
-  sub.add_option("--eps", o.eps, "MU: the value added with --zero-guard add-eps")
-      ->capture_default_str();
-  sub.add_option("--check-every", o.check_every, "MU: error check period in iterations")
-      ->capture_default_str();
-  if (!with_numeric) return;
-  sub.add_option("--tol", o.tol, "relative tolerance (0: run exactly --max-iter iterations)")
-      ->capture_default_str();
-  sub.add_option("--max-iter", o.max_iter, "iteration cap")->capture_default_str();
-  sub.add_option("--alpha-usage", o.alpha_W, "regularization of the usages W (alpha_W)")
-      ->capture_default_str();
-  sub.add_option("--alpha-spectra", o.alpha_H, "regularization of the spectra H (alpha_H)")
-      ->capture_default_str();
-  sub.add_option("--l1-ratio", o.l1_ratio, "L1 share of the regularization")->capture_default_str();
-}
-
 std::pair<CLI::Option*, CLI::Option*> add_consensus_options(
     CLI::App* sub, std::string& output_dir, std::string& name, std::vector<int>& ks,
     consensus::ConsensusOptions& o, std::string& results, std::string& counts, bool& read_only,

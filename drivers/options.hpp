@@ -19,15 +19,6 @@ int parse_batch(const std::string& value, const std::string& option = "--batch")
 /// Bytes with an optional K/M/G/T suffix (powers of 1024), e.g. "512M", "2G", "1500000000".
 std::int64_t parse_bytes(const std::string& value, const std::string& option);
 
-/// Solver options every solving subcommand shares (bound to `o`; `solver` set by --solver).
-struct SolverFlags {
-  std::string solver;       ///< empty = not given
-  std::string zero_guard = "replace-zero";
-  /// Apply to `o` after parsing; returns whether --solver was given.
-  bool apply(SolverOptions& o) const;
-};
-void add_solver_flags(CLI::App& sub, SolverOptions& o, SolverFlags& f, bool with_numeric);
-
 /// The options cNMF's consensus and k_selection_plot share, bound to `sub` (the two differ
 /// only in what --local-density-threshold does: `density_help`). Returns the --output-dir
 /// and --name options (native mode asks whether they were given).

@@ -1,5 +1,6 @@
 // `knmf factorize`: cNMF mode (a drop-in for `cnmf factorize`) and native mode.
 #include <iostream>
+#include <map>
 #include <memory>
 
 #include "cli.hpp"
@@ -42,26 +43,14 @@ public:
         ->capture_default_str();
     g2->add_flag("--save-usages", c_.save_usages, "also store each replicate's usages W");
     numeric_ = sub_->add_option_group("solver");
-    add_solver_flags(*numeric_, c_.solver, flags_, true);
-    numeric_->add_option("--init", init_,
-                         "W0, H0 as scikit-learn's init: random, nndsvd, nndsvda or nndsvdar "
-                         "(cNMF mode: the run's yaml says)")
-        ->capture_default_str();
-    numeric_->add_option("--beta-loss", beta_loss_,
-                         "native mode: frobenius (default), kullback-leibler, itakura-saito or a "
-                         "number (scikit-learn's beta_loss; not 2 needs --solver mu)");
-    numeric_->add_option("--inner-sweeps", inner_sweeps_,
-                         "accelerated CD / MU (Frobenius): updates per product with X, 1 "
-                         "(scikit-learn's, the default), N or auto (1 + alpha rho; "
-                         "docs/accelerated.md)")
-        ->capture_default_str();
-    numeric_->add_option("--inner-alpha", c_.solver.inner_alpha,
-                         "accelerated updates: auto allows 1 + alpha rho per product")
-        ->capture_default_str();
-    numeric_->add_option("--inner-eps", c_.solver.inner_eps,
-                         "accelerated updates: a factor's repeats stop when one changes it by "
-                         "less than eps times the first (0 < eps < 1)")
-        ->capture_default_str();
+    // one flag per row of the solver option table, applied in the table's order by run()
+    const SolverOptions defaults;
+    for (const SolverOptionField& f : solver_option_fields()) {
+      std::string help = f.help;
+      if ((f.use & SolverOptionField::cnmf_yaml) && !(f.use & SolverOptionField::cli_over_yaml))
+        help += " (native mode; cNMF mode: the run's yaml says)";
+      numeric_->add_option(f.flag, solver_text_[f.name], help)->default_str(f.get(defaults));
+    }
     sub_->add_option("--dtype", dtype_, "compute type: float or double")->capture_default_str();
     sub_->add_option("--format", format_,
                      "X on the device: auto (by density and memory), dense or sparse")
@@ -86,18 +75,17 @@ public:
   int run() override {
     c_.dtype = parse_dtype(dtype_);
     c_.format = parse_x_format(format_);
-    c_.solver_set = flags_.apply(c_.solver);
-    c_.solver.init = parse_init(init_, "--init");
-    if (!beta_loss_.empty()) c_.solver.beta_loss = parse_beta_loss(beta_loss_, "--beta-loss");
-    c_.solver.inner_sweeps = parse_inner_sweeps(inner_sweeps_, "--inner-sweeps");
+    for (const SolverOptionField& f : solver_option_fields())
+      if (sub_->count(f.flag) > 0) f.set(c_.solver, solver_text_[f.name], f.flag);
+    c_.solver_set = sub_->count("--solver") > 0;
     c_.batch = parse_batch(batch_);
     if (!memory_limit_.empty())
       c_.device_memory_limit = parse_bytes(memory_limit_, "--device-memory-limit");
     if (c_.cnmf_mode())
-      for (const char* opt : {"--tol", "--max-iter", "--alpha-usage", "--alpha-spectra",
-                              "--l1-ratio", "--init", "--beta-loss"})
-        if (sub_->count(opt) > 0)
-          input_error(opt, " cannot be used in cNMF mode: the run's values come from ",
+      for (const SolverOptionField& f : solver_option_fields())
+        if ((f.use & SolverOptionField::cnmf_yaml) && !(f.use & SolverOptionField::cli_over_yaml) &&
+            sub_->count(f.flag) > 0)
+          input_error(f.flag, " cannot be used in cNMF mode: the run's values come from ",
                       c_.name, ".nmf_idvrun_params.yaml (edit it, or use native mode)");
     // native mode's job options would be ignored: the jobs come from the job table
     if (c_.cnmf_mode())
@@ -124,15 +112,12 @@ private:
   CLI::App* sub_ = nullptr;
   CLI::Option_group* numeric_ = nullptr;
   FactorizeConfig c_;
-  SolverFlags flags_;
+  std::map<std::string, std::string> solver_text_;  ///< the solver flags as typed, by row name
   // the choice options as typed (parsed into c_ and dist_ by run())
   std::string dtype_ = to_string(FactorizeConfig{}.dtype);
   std::string format_ = to_string(FactorizeConfig{}.format);
   std::string batch_ = "auto";
-  std::string init_ = to_string(InitKind::random);
   std::string memory_limit_;
-  std::string beta_loss_;
-  std::string inner_sweeps_ = "1";
 #if KNMF_HAVE_MPI
   mpi::DistributeOptions dist_;
   std::string distribute_ = to_string(mpi::DistributeOptions{}.mode);

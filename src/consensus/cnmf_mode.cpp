@@ -75,9 +75,9 @@ RunInputs read_run_inputs(const io::CnmfPaths& paths) {
   RunInputs in;
   in.jobs = io::read_cnmf_job_table(paths.nmf_replicate_parameters());
   const auto params = io::read_nmf_run_params(paths.nmf_run_parameters());
-  for (const auto& w : io::unknown_key_warnings(params, paths.nmf_run_parameters()))
-    std::cerr << "knmf: warning: " << w << "\n";
-  in.solver = solver_options_from(params, paths.nmf_run_parameters());
+  std::vector<std::string> unknown_keys;
+  in.solver = solver_options_from(params, paths.nmf_run_parameters(), &unknown_keys);
+  for (const auto& w : unknown_keys) std::cerr << "knmf: warning: " << w << "\n";
   in.X = std::make_unique<H5adRowSource>(paths.normalized_counts());
   in.genes = in.X->column_names();
   return in;
@@ -222,16 +222,12 @@ void write_outcomes(const io::CnmfPaths& paths, double dt, const std::vector<std
 
 }  // namespace
 
-SolverOptions solver_options_from(const io::NmfRunParams& p, const std::string& source) {
-  SolverOptions o;
-  o.solver = parse_solver(p.solver, source + ": solver");
+SolverOptions solver_options_from(const io::NmfRunParams& p, const std::string& source,
+                                  std::vector<std::string>* unknown_keys) {
   // cNMF's refits run with the run's beta_loss (refit_usage loads the whole yaml)
-  o.beta_loss = parse_beta_loss(p.beta_loss, source + ": beta_loss");
-  o.max_iter = p.max_iter;
-  o.tol = p.tol;
-  o.alpha_W = p.alpha_W;
-  o.alpha_H = p.alpha_H;
-  o.l1_ratio = p.l1_ratio;
+  SolverOptions o;
+  auto warnings = apply_cnmf_params(o, p.values, source, false, p.non_scalar);
+  if (unknown_keys) *unknown_keys = std::move(warnings);
   try {
     o.validate();
   } catch (const InputError& e) {  // name the file the options came from

@@ -221,8 +221,8 @@ void tpm_outputs(const ExecSpace& space, const TpmInput& tpm, const HostRows& U,
   std::vector<double> colsum(static_cast<size_t>(gt), 0.0), colsq(static_cast<size_t>(gt), 0.0);
   detail::DeviceBlock block(space);
   SparseMeanVar mv(gt, n, tpm.float32);
-  // beta_loss != 2: both TPM refits need the TPM itself (refit.hpp), gathered by the passes
-  const bool resident = run.beta_loss != 2.0;
+  // a beta-rule loss: both TPM refits need the TPM itself (refit.hpp), gathered by the passes
+  const bool resident = run.beta_rule();
   detail::HostCsr tpm_host;
   // pass 1: U^T TPM, Un^T TPM and the column sums
   T.for_each_block(block_nnz, [&](const io::CsrBlock<double>& b) {
@@ -359,7 +359,7 @@ void tpm_outputs(const ExecSpace& space, const TpmInput& tpm, const HostRows& U,
   auto P2 = detail::alloc_matrix(space, "knmf::consensus::P_tpm", k, n);
   // pass 2: (scaled HVG TPM) H2^T
   mv.finish_first();
-  detail::HostCsr hvg_host;  // the scaled HVG TPM itself, for beta_loss != 2
+  detail::HostCsr hvg_host;  // the scaled HVG TPM itself, for a beta-rule loss
   T.for_each_block(block_nnz, [&](const io::CsrBlock<double>& b) {
     mv.second(b);
     if (resident) hvg_host.append(b, map, scale, gh);

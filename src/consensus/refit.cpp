@@ -140,7 +140,7 @@ RefitOutcome refit_device(const ExecSpace& space, const DMatrix& P, const std::v
                           const SolverOptions& opts, bool return_W) {
   Kokkos::Profiling::ScopedRegion region("knmf::consensus::refit");
   opts.validate();
-  KNMF_ASSERT(opts.beta_loss == 2.0, "a refit from X's products is Frobenius only (refit_resident)");
+  KNMF_ASSERT(!opts.beta_rule(), "a refit from X's products is Frobenius only (refit_resident)");
   const int k = int(P.extent(0));
   const size_type m = size_type(P.extent(1));
   KNMF_ASSERT(G.size() == size_t(k * k), "G is k x k");
@@ -190,7 +190,7 @@ RefitOutcome refit_from_products(const ExecSpace& space, const HostRows& xht, co
                                  double norm2_x, double mean_x, size_type n_cols,
                                  const SolverOptions& opts) {
   const int k = int(xht.cols);
-  if (opts.beta_loss != 2.0)
+  if (opts.beta_rule())
     input_error("refit: beta_loss ", beta_loss_name(opts.beta_loss),
                 " needs X itself, not only its products (refit_usages_streamed)");
   if (G.rows != k || G.cols != k) input_error("refit: H H^T must be ", k, " x ", k);
@@ -232,8 +232,8 @@ std::vector<RefitOutcome> refit_usages_streamed(const ExecSpace& space, const Ro
     P.push_back(detail::alloc_matrix(space, "knmf::consensus::P", h.rows, n));
   }
   Compensated sum, norm2;
-  // beta_loss != 2: the beta-divergence MU needs X itself, gathered in the same pass
-  const bool resident = opts.beta_loss != 2.0;
+  // a beta-rule loss: the beta-divergence MU needs X itself, gathered in the same pass
+  const bool resident = opts.beta_rule();
   detail::HostCsr host_x;
   detail::DeviceBlock block(space);
   const Kokkos::View<int*, MemSpace> no_map;

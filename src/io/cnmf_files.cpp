@@ -102,62 +102,6 @@ std::string CnmfPaths::k_selection_stats() const { return in_run(".k_selection_s
 
 // ---- NAME.nmf_idvrun_params.yaml -------------------------------------------------------------
 
-namespace {
-
-class ParamReader {
-public:
-  ParamReader(const YAML::Node& root, const std::string& path) : root_(root), path_(path) {}
-
-  YAML::Node scalar(const char* key) const {
-    const YAML::Node n = root_[key];
-    if (!n) input_error(path_, ": missing key '", key, "'");
-    if (!n.IsScalar()) input_error(path_, ": key '", key, "' must be a scalar value");
-    return n;
-  }
-  double number(const char* key, double lo, double hi) const {
-    const YAML::Node n = scalar(key);
-    double v = 0;
-    if (!YAML::convert<double>::decode(n, v) || !std::isfinite(v))
-      input_error(path_, ": key '", key, "' must be a number, got '", n.Scalar(), "'");
-    if (v < lo || v > hi) input_error(path_, ": key '", key, "' = ", v, " is outside [", lo, ", ", hi, "]");
-    return v;
-  }
-  int integer(const char* key, int lo) const {
-    const YAML::Node n = scalar(key);
-    int v = 0;
-    if (!YAML::convert<int>::decode(n, v))
-      input_error(path_, ": key '", key, "' must be an integer, got '", n.Scalar(), "'");
-    if (v < lo) input_error(path_, ": key '", key, "' = ", v, " must be at least ", lo);
-    return v;
-  }
-  std::string choice(const char* key, std::initializer_list<const char*> allowed) const {
-    const std::string v = scalar(key).Scalar();
-    for (const char* a : allowed)
-      if (v == a) return v;
-    std::string list;
-    for (const char* a : allowed) list += std::string(list.empty() ? "" : ", ") + a;
-    input_error(path_, ": key '", key, "' = '", v, "' is not one of: ", list);
-  }
-
-private:
-  const YAML::Node& root_;
-  const std::string& path_;
-};
-
-constexpr const char* kKnownKeys[] = {"alpha_W", "alpha_H", "l1_ratio", "tol", "max_iter",
-                                      "beta_loss", "init", "solver"};
-
-}  // namespace
-
-std::vector<std::string> unknown_key_warnings(const NmfRunParams& params, const std::string& path) {
-  std::string known;
-  for (const char* k : kKnownKeys) known += std::string(known.empty() ? "" : ", ") + k;
-  std::vector<std::string> out;
-  for (const auto& key : params.unknown_keys)
-    out.push_back(path + ": unknown key '" + key + "' is ignored (knmf reads " + known + ")");
-  return out;
-}
-
 NmfRunParams read_nmf_run_params(const std::string& path) {
   YAML::Node root;
   try {
@@ -171,31 +115,22 @@ NmfRunParams read_nmf_run_params(const std::string& path) {
 
   NmfRunParams p;
   try {
-    std::vector<std::string> seen;
     for (const auto& kv : root) {
       const std::string key = kv.first.as<std::string>();
       // PyYAML (cNMF) keeps the last of two equal keys, yaml-cpp finds the first: refuse
-      if (std::find(seen.begin(), seen.end(), key) != seen.end())
-        input_error(path, ": key '", key, "' appears twice");
-      seen.push_back(key);
-      if (std::find(std::begin(kKnownKeys), std::end(kKnownKeys), key) == std::end(kKnownKeys))
-        p.unknown_keys.push_back(key);
+      bool seen = std::find(p.non_scalar.begin(), p.non_scalar.end(), key) != p.non_scalar.end();
+      for (const auto& kv_seen : p.values) seen = seen || kv_seen.first == key;
+      if (seen) input_error(path, ": key '", key, "' appears twice");
+      if (kv.second.IsNull()) {  // `key:` with no value: empty text (no option accepts it)
+        p.values.emplace_back(key, std::string());
+        continue;
+      }
+      if (!kv.second.IsScalar()) {  // a list or a mapping: no option takes one
+        p.non_scalar.push_back(key);
+        continue;
+      }
+      p.values.emplace_back(key, kv.second.Scalar());
     }
-    const ParamReader r(root, path);
-    const double inf = std::numeric_limits<double>::infinity();
-    p.alpha_W = r.number("alpha_W", 0.0, inf);
-    if (r.scalar("alpha_H").Scalar() == "same") {
-      p.alpha_H = p.alpha_W;
-      p.alpha_H_same = true;
-    } else {
-      p.alpha_H = r.number("alpha_H", 0.0, inf);
-    }
-    p.l1_ratio = r.number("l1_ratio", 0.0, 1.0);
-    p.tol = r.number("tol", 0.0, inf);
-    p.max_iter = r.integer("max_iter", 1);
-    p.beta_loss = r.choice("beta_loss", {"frobenius", "kullback-leibler", "itakura-saito"});
-    p.init = r.choice("init", {"random", "nndsvd", "nndsvda", "nndsvdar"});
-    p.solver = r.choice("solver", {"cd", "mu"});
   } catch (const YAML::Exception& e) {
     input_error(path, ": bad NMF parameters: ", e.msg);
   }

@@ -103,16 +103,28 @@ void remove_legacy_staging(const fs::path& out_dir, const std::string& name) {
 
 }  // namespace
 
+namespace {
+/// cNMF prepare's --beta-loss choices and the solver its yaml then names (scikit-learn's cd
+/// handles only Frobenius).
+const char* cnmf_solver_for(const std::string& beta_loss) {
+  for (const auto& [loss, solver] : {std::pair{"frobenius", "cd"}, std::pair{"kullback-leibler", "mu"},
+                                     std::pair{"itakura-saito", "mu"}})
+    if (beta_loss == loss) return solver;
+  return nullptr;
+}
+}  // namespace
+
 std::string cnmf_run_params_yaml(const std::string& beta_loss, const std::string& init, int max_iter) {
-  const std::string solver = beta_loss == "frobenius" ? "cd" : "mu";
+  const char* solver = cnmf_solver_for(beta_loss);
+  if (!solver) input_error("--beta-loss '", beta_loss, "': expected frobenius, kullback-leibler or itakura-saito");
   return "alpha_H: 0.0\nalpha_W: 0.0\nbeta_loss: " + beta_loss + "\ninit: " + init +
-         "\nl1_ratio: 0.0\nmax_iter: " + std::to_string(max_iter) + "\nsolver: " + solver +
+         "\nl1_ratio: 0.0\nmax_iter: " + std::to_string(max_iter) + "\nsolver: " + std::string(solver) +
          "\ntol: 0.0001\n";
 }
 
 CnmfPrepareReport cnmf_prepare(const CnmfPrepareOptions& o) {
   // ---- options (cNMF's argparse choices and what its code would fail on) -----------------
-  if (o.beta_loss != "frobenius" && o.beta_loss != "kullback-leibler" && o.beta_loss != "itakura-saito")
+  if (!cnmf_solver_for(o.beta_loss))
     input_error("--beta-loss '", o.beta_loss, "': expected frobenius, kullback-leibler or itakura-saito");
   if (o.init != "random" && o.init != "nndsvd")
     input_error("--init '", o.init, "': expected random or nndsvd");

@@ -158,13 +158,7 @@ void write_settings(const std::string& file, hid_t g, const ConsensusSettings& s
   h5::write_int_scalar_attr(file, g, "kmeans_seed", s.kmeans_seed);
   h5::write_int_scalar_attr(file, g, "kmeans_max_iter", s.kmeans_max_iter);
   h5::write_double_scalar_attr(file, g, "kmeans_tol", s.kmeans_tol);
-  h5::write_string_attr(file, g, "refit_solver", to_string(s.refit.solver));
-  h5::write_double_scalar_attr(file, g, "refit_tol", s.refit.tol);
-  h5::write_int_scalar_attr(file, g, "refit_max_iter", s.refit.max_iter);
-  h5::write_double_scalar_attr(file, g, "refit_alpha_W", s.refit.alpha_W);
-  h5::write_double_scalar_attr(file, g, "refit_alpha_H", s.refit.alpha_H);
-  h5::write_double_scalar_attr(file, g, "refit_l1_ratio", s.refit.l1_ratio);
-  h5::write_string_attr(file, g, "refit_beta_loss", beta_loss_name(s.refit.beta_loss));
+  write_solver_attrs(file, g, s.refit, "refit_", SolverOptionField::refit);
   h5::write_string_attr(file, g, "counts", s.counts);
   h5::write_string_attr(file, g, "tpm", s.tpm);
   h5::write_string_attr(file, g, "created", s.created);
@@ -182,16 +176,10 @@ ConsensusSettings read_settings(const std::string& file, hid_t g, const std::str
   s.kmeans_seed = attr_int(file, g, gp, "kmeans_seed");
   s.kmeans_max_iter = static_cast<int>(attr_int(file, g, gp, "kmeans_max_iter"));
   s.kmeans_tol = attr_double(file, g, gp, "kmeans_tol");
-  s.refit.solver = parse_solver(attr_string(file, g, gp, "refit_solver"),
-                                file + ": attribute refit_solver of " + gp);
-  s.refit.tol = attr_double(file, g, gp, "refit_tol");
-  s.refit.max_iter = static_cast<int>(attr_int(file, g, gp, "refit_max_iter"));
-  s.refit.alpha_W = attr_double(file, g, gp, "refit_alpha_W");
-  s.refit.alpha_H = attr_double(file, g, gp, "refit_alpha_H");
-  s.refit.l1_ratio = attr_double(file, g, gp, "refit_l1_ratio");
-  // absent in files written before the beta-divergence refits: those were Frobenius
-  if (const auto b = h5::string_attr(g, "refit_beta_loss"))
-    s.refit.beta_loss = parse_beta_loss(*b, file + ": attribute refit_beta_loss of " + gp);
+  // refit_beta_loss is absent in files written before the beta-divergence refits: those
+  // were Frobenius (the default)
+  read_solver_attrs(file, g, s.refit, "refit_", SolverOptionField::refit, "attribute ", " of " + gp,
+                    {"beta_loss"});
   s.counts = attr_string(file, g, gp, "counts");
   s.tpm = attr_string(file, g, gp, "tpm");
   s.created = attr_string(file, g, gp, "created");

@@ -56,6 +56,17 @@ bool usages_double(const RunInfo& info);
 /// Chunk shapes of one replicate's spectra and usages.
 std::vector<hsize_t> spectra_chunk(int k, std::int64_t g);
 std::vector<hsize_t> usages_chunk(int k, std::int64_t n, std::size_t elem);
+/// The solver options of `o` as attributes of `g`, one per row of solver_option_fields()
+/// whose use has every bit of `need`, each named `prefix` + the row's name and typed by its kind.
+void write_solver_attrs(const std::string& file, hid_t g, const SolverOptions& o,
+                        const std::string& prefix, unsigned need);
+/// Read them back into `o` (each through its row's parser and range check). A message names
+/// an attribute as FILE: `what` NAME `of` ("root attribute tol", "attribute refit_tol of
+/// /consensus/k_7"). A row marked optional_in_files, or named in `also_optional`, may be
+/// absent: `o` keeps its value.
+void read_solver_attrs(const std::string& file, hid_t g, SolverOptions& o,
+                       const std::string& prefix, unsigned need, const std::string& what,
+                       const std::string& of, const std::vector<std::string>& also_optional = {});
 /// Root attributes, /genes, /jobs of `r`.
 void write_info(const std::string& file, hid_t fid, const RunInfo& r, bool complete);
 std::vector<std::int64_t> need_ints(const std::string& file, hid_t obj, const char* name);

@@ -24,23 +24,10 @@ std::pair<std::string, std::string> differences(const RunInfo& a, const RunInfo&
         {"-k", join_ints(r.ks)},
         {"--n-iter", std::to_string(r.n_iter)},
         {"--seed", std::to_string(r.seed)},
-        {"--solver", to_string(r.solver.solver)},
-        {"--tol", format_double(r.solver.tol)},
-        {"--max-iter", std::to_string(r.solver.max_iter)},
-        {"--check-every", std::to_string(r.solver.check_every)},
-        {"--alpha-usage", format_double(r.solver.alpha_W)},
-        {"--alpha-spectra", format_double(r.solver.alpha_H)},
-        {"--l1-ratio", format_double(r.solver.l1_ratio)},
-        {"--zero-guard", to_string(r.solver.zero_guard)},
-        {"--eps", format_double(r.solver.eps)},
-        {"--init", to_string(r.solver.init)},
-        {"--dtype", to_string(r.dtype)},
-        {"--beta-loss", r.beta_loss},
-        {"--inner-sweeps", inner_sweeps_name(r.solver.inner_sweeps)},
-        {"--inner-alpha", format_double(r.solver.inner_alpha)},
-        {"--inner-eps", format_double(r.solver.inner_eps)},
-        {"--save-usages", r.save_usages ? "on" : "off"},
     };
+    for (const SolverOptionField& o : solver_option_fields()) f.emplace_back(o.flag, o.get(r.solver));
+    f.emplace_back("--dtype", to_string(r.dtype));
+    f.emplace_back("--save-usages", r.save_usages ? "on" : "off");
     return f;
   };
   const auto fa = fields(a), fb = fields(b);

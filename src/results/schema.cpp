@@ -200,6 +200,45 @@ std::vector<hsize_t> usages_chunk(int k, std::int64_t n, std::size_t elem) {
 
 // ---- the run's description (root attributes, /genes, /jobs) -----------------------------
 
+void write_solver_attrs(const std::string& file, hid_t g, const SolverOptions& o,
+                        const std::string& prefix, unsigned need) {
+  using K = SolverOptionField::Kind;
+  for (const SolverOptionField& f : solver_option_fields()) {
+    if ((f.use & need) != need) continue;
+    const std::string name = prefix + f.name, text = f.get(o);
+    if (f.kind == K::integer) h5::write_int_scalar_attr(file, g, name.c_str(), std::stoll(text));
+    else if (f.kind == K::real) h5::write_double_scalar_attr(file, g, name.c_str(), std::stod(text));
+    else h5::write_string_attr(file, g, name.c_str(), text);
+  }
+}
+
+void read_solver_attrs(const std::string& file, hid_t g, SolverOptions& o,
+                       const std::string& prefix, unsigned need, const std::string& what,
+                       const std::string& of, const std::vector<std::string>& also_optional) {
+  using K = SolverOptionField::Kind;
+  for (const SolverOptionField& f : solver_option_fields()) {
+    if ((f.use & need) != need) continue;
+    const std::string name = prefix + f.name, where = file + ": " + what + name + of;
+    std::optional<std::string> text;
+    if (f.kind == K::integer) {
+      if (auto v = h5::int_attr(g, name.c_str()); v && v->size() == 1) text = std::to_string((*v)[0]);
+    } else if (f.kind == K::real) {
+      if (auto v = h5::double_attr(g, name.c_str()); v && v->size() == 1) text = format_double((*v)[0]);
+    } else {
+      text = h5::string_attr(g, name.c_str());
+    }
+    if (text) {
+      f.set(o, *text, where);
+      continue;
+    }
+    const bool optional = (f.use & SolverOptionField::optional_in_files) ||
+                          std::find(also_optional.begin(), also_optional.end(), f.name) != also_optional.end();
+    if (optional && H5Aexists(g, name.c_str()) <= 0) continue;  // written before it existed
+    input_error(where, " is missing or not ",
+                f.kind == K::text ? "a string" : f.kind == K::integer ? "one integer" : "one number");
+  }
+}
+
 void write_info(const std::string& file, hid_t fid, const RunInfo& r, bool complete) {
   h5::Group root(H5Gopen2(fid, "/", H5P_DEFAULT));
   const hid_t g = root.get();
@@ -218,21 +257,8 @@ void write_info(const std::string& file, hid_t fid, const RunInfo& r, bool compl
   h5::write_int_attr(file, g, "ks", std::vector<std::int64_t>(r.ks.begin(), r.ks.end()));
   h5::write_int_scalar_attr(file, g, "n_iter", r.n_iter);
   h5::write_int_scalar_attr(file, g, "seed", r.seed);
-  h5::write_string_attr(file, g, "solver", to_string(r.solver.solver));
-  h5::write_double_scalar_attr(file, g, "tol", r.solver.tol);
-  h5::write_int_scalar_attr(file, g, "max_iter", r.solver.max_iter);
-  h5::write_int_scalar_attr(file, g, "check_every", r.solver.check_every);
-  h5::write_double_scalar_attr(file, g, "alpha_W", r.solver.alpha_W);
-  h5::write_double_scalar_attr(file, g, "alpha_H", r.solver.alpha_H);
-  h5::write_double_scalar_attr(file, g, "l1_ratio", r.solver.l1_ratio);
-  h5::write_string_attr(file, g, "zero_guard", to_string(r.solver.zero_guard));
-  h5::write_double_scalar_attr(file, g, "eps", r.solver.eps);
-  h5::write_string_attr(file, g, "init", to_string(r.solver.init));
+  write_solver_attrs(file, g, r.solver, "", 0);
   h5::write_string_attr(file, g, "dtype", to_string(r.dtype));
-  h5::write_string_attr(file, g, "beta_loss", r.beta_loss);
-  h5::write_string_attr(file, g, "inner_sweeps", inner_sweeps_name(r.solver.inner_sweeps));
-  h5::write_double_scalar_attr(file, g, "inner_alpha", r.solver.inner_alpha);
-  h5::write_double_scalar_attr(file, g, "inner_eps", r.solver.inner_eps);
   h5::write_int_scalar_attr(file, g, "save_usages", r.save_usages ? 1 : 0);
   h5::write_int_scalar_attr(file, g, "complete", complete ? 1 : 0);
 
@@ -332,26 +358,10 @@ RunInfo read_info(const std::string& file, hid_t fid) {
   for (auto k : need_ints(file, root, "ks")) r.ks.push_back(static_cast<int>(k));
   r.n_iter = static_cast<int>(need_int(file, root, "n_iter"));
   r.seed = need_int(file, root, "seed");
-  r.solver.solver = parse_solver(need_string(file, root, "solver"), file + ": root attribute solver");
-  r.solver.tol = need_double(file, root, "tol");
-  r.solver.max_iter = static_cast<int>(need_int(file, root, "max_iter"));
-  r.solver.check_every = static_cast<int>(need_int(file, root, "check_every"));
-  r.solver.alpha_W = need_double(file, root, "alpha_W");
-  r.solver.alpha_H = need_double(file, root, "alpha_H");
-  r.solver.l1_ratio = need_double(file, root, "l1_ratio");
-  r.solver.zero_guard = parse_zero_guard(need_string(file, root, "zero_guard"), file + ": root attribute zero_guard");
-  r.solver.eps = need_double(file, root, "eps");
-  // files written before --init existed lack it: their replicates started from init='random'
-  if (auto init = h5::string_attr(root, "init"))
-    r.solver.init = parse_init(*init, file + ": root attribute init");
+  // files written before --init or --inner-sweeps existed lack those (optional_in_files): their
+  // replicates started from init='random' and ran scikit-learn's CD (1 sweep)
+  read_solver_attrs(file, root, r.solver, "", 0, "root attribute ", "");
   r.dtype = parse_dtype(need_string(file, root, "dtype"), file + ": root attribute dtype");
-  r.beta_loss = need_string(file, root, "beta_loss");
-  r.solver.beta_loss = parse_beta_loss(r.beta_loss, file + ": root attribute beta_loss");
-  // files written before --inner-sweeps existed lack these: scikit-learn's CD (1 sweep)
-  if (auto v = h5::string_attr(root, "inner_sweeps"))
-    r.solver.inner_sweeps = parse_inner_sweeps(*v, file + ": root attribute inner_sweeps");
-  if (h5::double_attr(root, "inner_alpha")) r.solver.inner_alpha = need_double(file, root, "inner_alpha");
-  if (h5::double_attr(root, "inner_eps")) r.solver.inner_eps = need_double(file, root, "inner_eps");
   r.save_usages = need_int(file, root, "save_usages") != 0;
   r.solver.return_W = r.save_usages;
   if (r.ks.empty() || r.n_iter < 1 || r.n_cells < 1 || shape[1] < 1)

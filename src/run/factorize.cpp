@@ -99,21 +99,20 @@ RunPlan plan_cnmf(const FactorizeConfig& c) {
   require_file(p.paths.nmf_replicate_parameters(), "job table (run `cnmf prepare` first)");
   require_writable_dir(p.paths.tmp_dir(), "--output-dir");
   const auto params = io::read_nmf_run_params(p.paths.nmf_run_parameters());
-  p.warnings = io::unknown_key_warnings(params, p.paths.nmf_run_parameters());
   p.solver = c.solver;
-  p.solver.init = parse_init(params.init, "init in " + p.paths.nmf_run_parameters());
-  if (!c.solver_set) p.solver.solver = parse_solver(params.solver, "solver in " + p.paths.nmf_run_parameters());
-  p.solver.tol = params.tol;
-  p.solver.max_iter = params.max_iter;
-  p.solver.alpha_W = params.alpha_W;
-  p.solver.alpha_H = params.alpha_H;
-  p.solver.l1_ratio = params.l1_ratio;
-  p.solver.beta_loss = parse_beta_loss(params.beta_loss, "beta_loss in " + p.paths.nmf_run_parameters());
+  // the yaml's options are the run's; a --solver given wins over the yaml's solver
+  p.warnings = apply_cnmf_params(p.solver, params.values, p.paths.nmf_run_parameters(),
+                                 c.solver_set, params.non_scalar);
   // cNMF writes solver mu for a loss other than frobenius (scikit-learn's cd handles only it)
-  if (p.solver.beta_loss != 2.0 && p.solver.solver != SolverKind::mu)
-    input_error(p.paths.nmf_run_parameters(), ": beta_loss '", params.beta_loss, "' needs solver mu",
+  if (p.solver.beta_rule() && p.solver.solver != SolverKind::mu) {
+    std::string file_solver;
+    for (const auto& [key, value] : params.values)
+      if (key == "solver") file_solver = value;
+    input_error(p.paths.nmf_run_parameters(), ": beta_loss '", beta_loss_name(p.solver.beta_loss),
+                "' needs solver mu",
                 c.solver_set ? " (--solver " + to_string(p.solver.solver) + " was given)"
-                             : " (the file says solver '" + params.solver + "')");
+                             : " (the file says solver '" + file_solver + "')");
+  }
   p.solver.validate();
   p.x_path = p.paths.normalized_counts();
   auto mine = worker_jobs(io::read_cnmf_job_table(p.paths.nmf_replicate_parameters()),
@@ -162,7 +161,6 @@ RunPlan plan_native(const FactorizeConfig& c, const io::H5adReader& reader) {
   info.n_iter = c.n_iter;
   info.seed = c.seed;
   info.solver = c.solver;
-  info.beta_loss = beta_loss_name(c.solver.beta_loss);
   info.dtype = c.dtype;
   info.save_usages = c.save_usages;
   info.batch_size = c.batch;

@@ -423,9 +423,8 @@ FactorizeSummary run_factorize_with(const FactorizeConfig& c, Parts& parts, std:
       run, where, [&](const auto& X, std::int64_t bytes_x, JobChannel& channel) {
         x_max = X.stats().max_value;
         // scikit-learn's refusal of beta_loss <= 0 on an X with zeros, before anything is written
-        if (plan.solver.solver == SolverKind::mu && plan.solver.beta_loss != 2.0)
-          check_beta_loss_zeros(plan.solver.beta_loss, X.stats().min_value, X.stats().count,
-                                info.n_obs, info.n_vars, plan.x_path);
+        check_beta_loss_zeros(plan.solver, X.stats().min_value, X.stats().count, info.n_obs,
+                              info.n_vars, plan.x_path);
         // X as read (under MPI the whole X: DistributedMatrix merges the ranks' blocks)
         store.open(X.fingerprint().text(info.n_obs, info.n_vars));
         if (plan.results) log_warnings(*plan.results, log);

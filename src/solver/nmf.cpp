@@ -21,8 +21,8 @@ KNMF_INSTANTIATE_SOLVER(StreamedMatrix<double>)
 SolverBytes solver_bytes(std::int64_t n, std::int64_t g, int k, int element_bytes, bool refit,
                          double beta_loss, std::int64_t sparse_nnz, bool mu_repeats) {
   detail::BetaShape shape;
-  if (beta_loss != 2.0) shape.block_rows = detail::beta_block_rows(n, g, element_bytes);
-  if (beta_loss != 2.0 && sparse_nnz > 0) {
+  if (uses_beta_rule(beta_loss)) shape.block_rows = detail::beta_block_rows(n, g, element_bytes);
+  if (uses_beta_rule(beta_loss) && sparse_nnz > 0) {
     shape.sparse_rows = std::max(n, g);
     shape.sparse_values = sparse_nnz;
   }

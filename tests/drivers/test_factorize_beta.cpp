@@ -105,7 +105,7 @@ TEST(FactorizeBeta, NativeModeBetaLossRecordedAndRefusals) {
                            "--solver", "mu", "--beta-loss", "kullback-leibler"});
   ASSERT_EQ(r.status, 0) << r.out;
   const auto rd = io::ResultsReader::open(out);
-  EXPECT_EQ(rd.info().beta_loss, "kullback-leibler");
+  EXPECT_EQ(beta_loss_name(rd.info().solver.beta_loss), "kullback-leibler");
   const auto t = rd.table(2);
   SolverOptions o;
   o.solver = SolverKind::mu;

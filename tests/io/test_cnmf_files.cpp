@@ -6,6 +6,7 @@
 #include "knmf/io/cnmf_files.hpp"
 #include "knmf/io/dataframe.hpp"
 #include "knmf/random/random_state.hpp"
+#include "knmf/solver/options.hpp"
 
 namespace {
 
@@ -88,42 +89,55 @@ TEST(CnmfFiles, JobTableWithADuplicatedJobIsRefused) {
   EXPECT_EQ(knmf::io::read_cnmf_job_table(path).size(), 3u);
 }
 
+/// The yaml read (io) and applied to solver options through the option table, as the
+/// commands do; `warnings` gets the unknown-key warnings.
+knmf::SolverOptions run_options(const std::string& path, std::vector<std::string>* warnings = nullptr) {
+  knmf::SolverOptions o;
+  const auto p = knmf::io::read_nmf_run_params(path);
+  auto w = knmf::apply_cnmf_params(o, p.values, path, false, p.non_scalar);
+  if (warnings) *warnings = std::move(w);
+  return o;
+}
+
 TEST(CnmfFiles, RealRunParameters) {
-  const auto p = knmf::io::read_nmf_run_params(prepared("pbmcA.nmf_idvrun_params.yaml"));
-  EXPECT_EQ(p.solver, "cd");
-  EXPECT_EQ(p.tol, 1e-4);
-  EXPECT_EQ(p.max_iter, 1000);
-  EXPECT_EQ(p.beta_loss, "frobenius");
-  EXPECT_EQ(p.init, "random");
-  EXPECT_EQ(p.alpha_W, 0.0);
-  EXPECT_EQ(p.alpha_H, 0.0);
-  EXPECT_FALSE(p.alpha_H_same);
-  EXPECT_EQ(p.l1_ratio, 0.0);
-  EXPECT_TRUE(p.unknown_keys.empty());
+  const std::string path = prepared("pbmcA.nmf_idvrun_params.yaml");
+  const auto p = knmf::io::read_nmf_run_params(path);
+  EXPECT_EQ(p.values.size(), 8u);
+  std::vector<std::string> warnings;
+  const auto o = run_options(path, &warnings);
+  EXPECT_EQ(o.solver, knmf::SolverKind::cd);
+  EXPECT_EQ(o.tol, 1e-4);
+  EXPECT_EQ(o.max_iter, 1000);
+  EXPECT_EQ(o.beta_loss, 2.0);
+  EXPECT_EQ(o.init, knmf::InitKind::random);
+  EXPECT_EQ(o.alpha_W, 0.0);
+  EXPECT_EQ(o.alpha_H, 0.0);
+  EXPECT_EQ(o.l1_ratio, 0.0);
+  EXPECT_TRUE(warnings.empty());
 }
 
 TEST(CnmfFiles, RunParameterProblemsNameFileAndKey) {
   const std::string extra_path = io_fixture("params_ok_extra_key.yaml");
-  const auto extra = knmf::io::read_nmf_run_params(extra_path);
-  EXPECT_EQ(extra.unknown_keys, (std::vector<std::string>{"random_state", "verbose"}));
+  std::vector<std::string> warnings;
+  const auto extra = run_options(extra_path, &warnings);
   EXPECT_EQ(extra.max_iter, 1000);
   // the warnings the commands print: one line per key, naming the file and the key
-  const auto warnings = knmf::io::unknown_key_warnings(extra, extra_path);
   ASSERT_EQ(warnings.size(), 2u);
   EXPECT_EQ(warnings[0].rfind(extra_path + ": unknown key 'random_state' is ignored", 0), 0u) << warnings[0];
   EXPECT_NE(warnings[1].find("'verbose'"), std::string::npos) << warnings[1];
   for (const auto& w : warnings) EXPECT_EQ(w.find('\n'), std::string::npos) << w;
 
-  const auto same = knmf::io::read_nmf_run_params(io_fixture("params_alpha_same.yaml"));
-  EXPECT_TRUE(same.alpha_H_same);
+  // `alpha_H: same` (older cNMF): scikit-learn's alpha_H = alpha_W
+  const auto same = run_options(io_fixture("params_alpha_same.yaml"));
   EXPECT_EQ(same.alpha_H, 0.25);
+  EXPECT_EQ(same.alpha_H, same.alpha_W);
 
   const std::string missing = io_fixture("params_missing_tol.yaml");
-  KNMF_EXPECT_INPUT_ERROR(knmf::io::read_nmf_run_params(missing), missing, "missing key 'tol'");
+  KNMF_EXPECT_INPUT_ERROR(run_options(missing), missing, "missing key 'tol'");
   const std::string bad_int = io_fixture("params_bad_max_iter.yaml");
-  KNMF_EXPECT_INPUT_ERROR(knmf::io::read_nmf_run_params(bad_int), bad_int, "'max_iter'", "lots");
+  KNMF_EXPECT_INPUT_ERROR(run_options(bad_int), bad_int, "'max_iter'", "lots");
   const std::string bad_solver = io_fixture("params_bad_solver.yaml");
-  KNMF_EXPECT_INPUT_ERROR(knmf::io::read_nmf_run_params(bad_solver), bad_solver, "'solver'");
+  KNMF_EXPECT_INPUT_ERROR(run_options(bad_solver), bad_solver, "'solver'");
   const std::string not_yaml = io_fixture("params_not_yaml.yaml");
   KNMF_EXPECT_INPUT_ERROR(knmf::io::read_nmf_run_params(not_yaml), not_yaml, "malformed YAML");
   KNMF_EXPECT_INPUT_ERROR(knmf::io::read_nmf_run_params("/nonexistent/p.yaml"), "/nonexistent/p.yaml");

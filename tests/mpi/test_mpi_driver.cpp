@@ -218,7 +218,7 @@ TEST_F(MpiDriver, KullbackLeiblerJobsAndRowsMatchOneProcess) {
   const auto a = kl_args();
   const auto ref = reference(tmp.path(), "kl", a);
   ASSERT_FALSE(HasFailure());
-  EXPECT_EQ(io::ResultsReader::open(ref).info().beta_loss, "kullback-leibler");
+  EXPECT_EQ(beta_loss_name(io::ResultsReader::open(ref).info().solver.beta_loss), "kullback-leibler");
   const auto jobs = (tmp.path() / "jobs.h5").string(), rows = (tmp.path() / "rows.h5").string();
   auto rj = a;
   rj.insert(rj.end(), {"-o", jobs});

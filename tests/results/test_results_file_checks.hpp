@@ -61,7 +61,7 @@ inline void expect_same_run(const io::RunInfo& a, const io::RunInfo& b) {
   EXPECT_EQ(a.solver.eps, b.solver.eps);
   EXPECT_EQ(a.solver.init, b.solver.init);
   EXPECT_EQ(a.dtype, b.dtype);
-  EXPECT_EQ(a.beta_loss, b.beta_loss);
+  EXPECT_EQ(a.solver.beta_loss, b.solver.beta_loss);
   EXPECT_EQ(a.save_usages, b.save_usages);
   ASSERT_EQ(a.jobs.size(), b.jobs.size());
   for (std::size_t i = 0; i < a.jobs.size(); ++i) {

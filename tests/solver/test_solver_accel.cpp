@@ -328,8 +328,8 @@ TEST_F(AcceleratedCd, OptionsAreChecked) {
       EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos);
     }
   };
-  bad([](SolverOptions& o) { o.inner_sweeps = 0; }, "--inner-sweeps 0");
-  bad([](SolverOptions& o) { o.inner_sweeps = -3; }, "--inner-sweeps -3");
+  bad([](SolverOptions& o) { o.inner_sweeps = 0; }, "--inner-sweeps '0'");
+  bad([](SolverOptions& o) { o.inner_sweeps = -3; }, "--inner-sweeps '-3'");
   bad([](SolverOptions& o) { o.inner_alpha = -0.5; }, "--inner-alpha -0.5");
   bad([](SolverOptions& o) { o.inner_alpha = NAN; }, "--inner-alpha");
   bad([](SolverOptions& o) { o.inner_eps = 0.0; }, "--inner-eps 0");

@@ -340,10 +340,15 @@ TEST(BetaMu, BetaAtMostZeroRefusesXWithZeros) {
   with_matrix<double>(cached("synth"), Store::dense, [&](const auto& X) {
     EXPECT_NO_THROW(factorize(ExecSpace(), X, jobs, 1, o));
   });
-  EXPECT_THROW(check_beta_loss_zeros(0.0, 0.0, 10, 2, 5, "X"), InputError);
-  EXPECT_THROW(check_beta_loss_zeros(0.0, 1.0, 9, 2, 5, "X"), InputError);
-  EXPECT_NO_THROW(check_beta_loss_zeros(0.0, 1.0, 10, 2, 5, "X"));
-  EXPECT_NO_THROW(check_beta_loss_zeros(1e-12, 0.0, 9, 2, 5, "X"));
+  SolverOptions is, tiny, frob;
+  is.solver = tiny.solver = frob.solver = SolverKind::mu;
+  is.beta_loss = 0.0;
+  tiny.beta_loss = 1e-12;
+  EXPECT_THROW(check_beta_loss_zeros(is, 0.0, 10, 2, 5, "X"), InputError);
+  EXPECT_THROW(check_beta_loss_zeros(is, 1.0, 9, 2, 5, "X"), InputError);
+  EXPECT_NO_THROW(check_beta_loss_zeros(is, 1.0, 10, 2, 5, "X"));
+  EXPECT_NO_THROW(check_beta_loss_zeros(tiny, 0.0, 9, 2, 5, "X"));
+  EXPECT_NO_THROW(check_beta_loss_zeros(frob, 0.0, 9, 2, 5, "X"));  // Frobenius takes zeros
 }
 
 TEST(BetaMu, OptionsParseAndRefuse) {

@@ -44,8 +44,10 @@ MergedSpectra load_replicate_spectra(const io::CnmfPaths& paths, int k,
                                      const std::vector<Job>& jobs, bool write_merged);
 
 /// The run's NMF parameters (nmf_idvrun_params.yaml) as the solver options of its refits:
-/// solver, tol, max_iter, regularization and beta_loss (InputError naming `source` when invalid).
-SolverOptions solver_options_from(const io::NmfRunParams& p, const std::string& source);
+/// every option with a cNMF yaml key (solver_option_fields()), InputError naming `source` when
+/// invalid; `unknown_keys` gets one warning per key knmf does not read.
+SolverOptions solver_options_from(const io::NmfRunParams& p, const std::string& source,
+                                  std::vector<std::string>* unknown_keys = nullptr);
 
 struct CnmfConsensusRequest {
   std::string output_dir = ".";

@@ -33,7 +33,7 @@ struct RefitOutcome {
 /// Refit the usages of X on each of `spectra` (each k_s x X.cols(), finite, non-negative),
 /// from one streamed pass over X. `opts` are the run's NMF parameters (solver, tol,
 /// max_iter, alpha_W, l1_ratio, beta_loss); regularization is scaled by X's shape as
-/// scikit-learn does. For beta_loss != 2 (cNMF's refits of a Kullback-Leibler or
+/// scikit-learn does. For a beta-rule loss (cNMF's refits of a Kullback-Leibler or
 /// Itakura-Saito run) the products do not suffice: that pass also gathers X, which is then
 /// resident on the device (CSR, as factorize holds it) for the beta-divergence MU refit;
 /// squared_error stays the Frobenius error, as cNMF's prediction error is.

@@ -8,6 +8,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "knmf/io/dataframe.hpp"
@@ -98,33 +99,16 @@ private:
 /// (`yaml.dump(_nmf_kwargs)`), e.g. `alpha_H: 0.0, alpha_W: 0.0, beta_loss: frobenius,
 /// init: random, l1_ratio: 0.0, max_iter: 1000, solver: cd, tol: 0.0001`.
 struct NmfRunParams {
-  double alpha_W = 0.0;
-  /// Older cNMF writes `alpha_H: same` (scikit-learn: the same as alpha_W); alpha_H then
-  /// holds alpha_W's value and alpha_H_same is true.
-  double alpha_H = 0.0;
-  bool alpha_H_same = false;
-  double l1_ratio = 0.0;
-  double tol = 1e-4;
-  int max_iter = 200;
-  /// "frobenius", "kullback-leibler" or "itakura-saito".
-  std::string beta_loss = "frobenius";
-  /// "random", "nndsvd", "nndsvda" or "nndsvdar".
-  std::string init = "random";
-  /// "cd" or "mu".
-  std::string solver = "cd";
-  /// Keys present in the file that knmf does not use (ignored), in file order.
-  std::vector<std::string> unknown_keys;
+  /// Each key with its scalar value's text, in file order. What the keys mean is the solver
+  /// option table's business (knmf/solver/options.hpp: apply_cnmf_params).
+  std::vector<std::pair<std::string, std::string>> values;
+  /// Keys whose value is a list or a mapping, in file order (no option takes one).
+  std::vector<std::string> non_scalar;
 };
 
-/// Read `NAME.nmf_idvrun_params.yaml`. All eight keys above are required; a missing key, a
-/// value of the wrong type or out of range, or malformed YAML throws knmf::InputError naming
-/// the file and the key. Unknown keys are ignored and listed in `unknown_keys`.
+/// Read `NAME.nmf_idvrun_params.yaml`: a YAML mapping of scalars, each key once. Malformed
+/// YAML, another shape or a repeated key throws knmf::InputError naming the file (and key).
 NmfRunParams read_nmf_run_params(const std::string& path);
-
-/// One line per key of `params.unknown_keys` (read from `path`) for the user: "PATH: unknown
-/// key 'verbose' is ignored (knmf reads alpha_W, alpha_H, ...)". Commands print them on
-/// stderr as warnings and keep running.
-std::vector<std::string> unknown_key_warnings(const NmfRunParams& params, const std::string& path);
 
 /// The job table `NAME.nmf_params.df.npz`: one Job per row in file order (Job::index = row
 /// position, what cNMF's workers split on), from the columns `n_components`, `iter` and

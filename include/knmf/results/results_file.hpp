@@ -121,7 +121,6 @@ struct RunInfo {
   /// `return_W` is not recorded: `save_usages` is.
   SolverOptions solver;
   Dtype dtype = Dtype::float32;         ///< precision of X and the solver (stored as "float"|"double")
-  std::string beta_loss = "frobenius";  ///< scikit-learn's beta_loss (beta_loss_name of solver.beta_loss)
   bool save_usages = false;             ///< store each replicate's usages W
   /// The job table in cNMF's row order (Job::index = row). Empty: the writer uses
   /// cnmf_job_table(ks, n_iter, seed).

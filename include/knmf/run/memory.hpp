@@ -71,7 +71,7 @@ struct BatchPlan {
 };
 
 /// Per-replicate device bytes for (n, g, k): factorize, or a fixed-H refit (`refit`).
-/// (beta_loss != 2 adds the beta rule's buffers; `sparse_nnz`: X's stored entries when sparse;
+/// (a beta-rule loss adds the beta rule's buffers; `sparse_nnz`: X's stored entries when sparse;
 /// `mu_repeats`: SolverOptions::accelerated_mu, a third n x k buffer.)
 std::int64_t bytes_per_replicate(std::int64_t n, std::int64_t g, int k, int element_bytes,
                                  bool refit, double beta_loss = 2.0, std::int64_t sparse_nnz = 0,

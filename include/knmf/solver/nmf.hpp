@@ -76,7 +76,7 @@ struct SolverBytes {
   /// sums of long rows (at most 2 nnz / 8,192 columns of k values a slot).
   std::int64_t per_slot = 0;
   /// Bytes per batch whatever its size: the result staging buffer (k x max(n, g)) and, for
-  /// beta_loss != 2, the beta passes' scratch (W H in row blocks of at most 64 MiB, and for a
+  /// a beta-rule loss (uses_beta_rule), the beta passes' scratch (W H in row blocks of at most 64 MiB, and for a
   /// sparse X with `sparse_nnz` stored entries the ratio values and per-row sums).
   std::int64_t per_batch = 0;
 };

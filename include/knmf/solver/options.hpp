@@ -5,6 +5,8 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace knmf {
 
@@ -58,15 +60,69 @@ struct SolverOptions {
   /// beta-divergence rule pays its divergence pass). Results are unchanged by it.
   bool record_trace = false;
 
+  /// Whether the loss is not Frobenius: solver mu then runs the beta-divergence rule
+  /// (BetaMuRule). The one test of that every decision makes (uses_beta_rule).
+  bool beta_rule() const;
+
   /// The accelerated MU (solver mu, Frobenius, inner_sweeps != 1): its factorization holds a
   /// third n x k buffer per replicate (solver_bytes' mu_repeats).
   bool accelerated_mu() const {
-    return solver == SolverKind::mu && beta_loss == 2.0 && inner_sweeps != 1;
+    return solver == SolverKind::mu && !beta_rule() && inner_sweeps != 1;
   }
 
-  /// Throws InputError naming the option and its value when out of range.
+  /// Throws InputError naming the option and its value when out of range (each field by its
+  /// row of solver_option_fields(), then the rules between fields).
   void validate() const;
 };
+
+/// Whether a beta_loss is not Frobenius (2), i.e. solver mu runs the beta-divergence rule of
+/// scikit-learn's _fit_multiplicative_update: the one predicate for it.
+bool uses_beta_rule(double beta);
+/// Whether a beta_loss is the Kullback-Leibler divergence (1), whose MU has a closed form
+/// that needs X's row and column sums instead of a pass over W H.
+bool is_kullback_leibler(double beta);
+
+// ---- the option table ------------------------------------------------------------------------
+
+/// What a SolverOptions field is everywhere it appears: one row per field, read by the driver's
+/// flags, the results file's root attributes, consensus records (refit_<name>), the resume
+/// check, cNMF's NAME.nmf_idvrun_params.yaml and the Python keywords. `name` is at once the
+/// member, the results-file attribute, the scikit-learn / cNMF yaml keyword and the Python
+/// keyword (they coincide by design); `flag` is the driver's.
+struct SolverOptionField {
+  enum class Kind { integer, real, text };  ///< the type of the results-file attribute
+  /// Where the field is read from, besides the driver and the results file.
+  enum Use : unsigned {
+    cnmf_yaml = 1u,          ///< a key of cNMF's yaml (cNMF mode: the yaml's value is the run's)
+    cli_over_yaml = 2u,      ///< cNMF mode: the flag, when given, wins over the yaml (--solver)
+    refit = 4u,              ///< a consensus refit runs with it (recorded as refit_<name>)
+    optional_in_files = 8u,  ///< files written before it existed lack it: the default applies
+    optional_in_yaml = 16u,  ///< a cNMF yaml may lack it (knmf's own keys): the default applies
+  };
+  const char* name;
+  const char* flag;
+  Kind kind;
+  unsigned use;
+  const char* help;
+  /// The value's canonical text: a number exactly (format_double), a count, or a choice name.
+  std::string (*get)(const SolverOptions&);
+  /// Parse `text` into the field and check its range alone; InputError naming `where` (a flag,
+  /// "FILE: key 'tol'") and the text otherwise.
+  void (*set)(SolverOptions&, const std::string& text, const std::string& where);
+};
+
+/// The rows, in the order fields are applied and listed (alpha_W before alpha_H: "same").
+const std::vector<SolverOptionField>& solver_option_fields();
+
+/// cNMF's run parameters (the key/text pairs of NAME.nmf_idvrun_params.yaml, io's
+/// read_nmf_run_params; `non_scalar`: its keys holding a list or mapping) applied to `o`: every
+/// row with a cnmf_yaml key, except a cli_over_yaml row when `keep_cli` (the flag was given).
+/// InputError naming `path` and the key for a missing or invalid value. Returns one warning
+/// per key knmf does not read.
+std::vector<std::string> apply_cnmf_params(
+    SolverOptions& o, const std::vector<std::pair<std::string, std::string>>& values,
+    const std::string& path, bool keep_cli = false,
+    const std::vector<std::string>& non_scalar = {});
 
 std::string to_string(SolverKind s);
 std::string to_string(ZeroGuard z);
@@ -89,8 +145,8 @@ std::string inner_sweeps_name(int inner_sweeps);
 /// scikit-learn's refusal for beta_loss <= 0 on an X with zeros (dense X: its smallest value
 /// is 0; sparse X: an implicit zero, i.e. fewer stored entries than n*g, or a stored 0):
 /// InputError naming `source`. `min_value` is the smallest stored value, `stored` how many
-/// values are stored of n*g.
-void check_beta_loss_zeros(double beta_loss, double min_value, std::int64_t stored,
+/// values are stored of n*g. Nothing when `o` does not run the beta rule with beta_loss <= 0.
+void check_beta_loss_zeros(const SolverOptions& o, double min_value, std::int64_t stored,
                            std::int64_t n, std::int64_t g, const std::string& source);
 
 /// Regularization scales as scikit-learn computes them from (alpha, l1_ratio) and X's shape:

@@ -24,7 +24,7 @@ double squared_error(const ExecSpace& space, const DMatrix& W, const DMatrix& P,
                      const std::vector<double>& G, double norm2_x);
 
 /// Rows of a streamed X gathered on the host in CSR, for the refits that need X itself on
-/// the device (beta_loss != 2: the beta-divergence MU reads X / (W H), which no product of X
+/// the device (a beta-rule loss: the beta-divergence MU reads X / (W H), which no product of X
 /// with H gives). A column map keeps the columns c with map[c] >= 0, renumbered map[c],
 /// each value multiplied by scale[c].
 struct HostCsr {

@@ -92,7 +92,7 @@ struct FactorizeStep {
   /// of a factorization and kept over a refit's iterations (`refit`; set by the runner's fill).
   void beta_update_W(bool refit) const {
     auto& b = batch;
-    if (opts.beta_loss == 1.0) {
+    if (is_kullback_leibler(opts.beta_loss)) {
       if (!refit) slot_row_sums(space, b.H, b.R, b.k, active, b.gram_partial, b.hsum);
       hsum_in_place(space, b.hsum, b.k, active, reg.l1_W, reg.l2_W);
     }
@@ -105,7 +105,7 @@ struct FactorizeStep {
     auto& b = batch;
     beta_h_pass(space, beta_visit(), beta_operands(slots), b.beta, b.Q, b.H_next);
     X.reduce(space, b.Q);
-    if (opts.beta_loss != 1.0) {
+    if (!is_kullback_leibler(opts.beta_loss)) {
       X.reduce(space, b.H_next);
     } else {
       slot_row_sums(space, b.W, b.R, b.k, active, b.gram_partial, b.wsum);
@@ -121,7 +121,7 @@ struct FactorizeStep {
                                   size_type n_global) const {
     auto& b = batch;
     std::vector<double> sums(size_t(b.R), 0.0), err(size_t(b.R), 0.0);
-    if (opts.beta_loss == 1.0) slot_row_sums(space, b.H, b.R, b.k, m, b.gram_partial, b.wsum);
+    if (is_kullback_leibler(opts.beta_loss)) slot_row_sums(space, b.H, b.R, b.k, m, b.gram_partial, b.wsum);
     beta_divergence_pass(space, beta_visit(), beta_operands(which), b.beta, b.wsum, sums);
     X.reduce(sums);
     for (int r : which)
@@ -168,10 +168,10 @@ public:
     reg_ = regularization(opts, n_global_, g_);
     norm_x_ = X.stats().norm2;
     mean_ = X.mean();
-    beta_ = opts.solver == SolverKind::mu && opts.beta_loss != 2.0;
+    beta_ = opts.solver == SolverKind::mu && opts.beta_rule();
     if (opts.inner_sweeps != 1) set_sweep_limits(X);
-    if (beta_)  // scikit-learn's refusal, before anything runs
-      check_beta_loss_zeros(opts.beta_loss, X.stats().min_value, X.stats().count, n_global_, g_,
+    // scikit-learn's refusal, before anything runs (a run checks it before any output too)
+    check_beta_loss_zeros(opts, X.stats().min_value, X.stats().count, n_global_, g_,
                             "X");
     b_.keep_w_next = mode == RunMode::factorize && opts.accelerated_mu();
     b_.allocate(R);
@@ -277,7 +277,7 @@ private:
     Kokkos::Profiling::ScopedRegion region("knmf::solver::init");
     if (beta_) {
       // a refit keeps H's row sums (scikit-learn's H_sum) over its iterations
-      if (mode_ == RunMode::refit && opt_.beta_loss == 1.0)
+      if (mode_ == RunMode::refit && is_kullback_leibler(opt_.beta_loss))
         slot_row_sums(space_, b_.H, b_.R, k_, mask_of(fresh), b_.gram_partial, b_.hsum);
       const auto err = step_of(mask_of(fresh), fresh).beta_errors(fresh, mask_of(fresh), n_global_);
       for (int r : fresh) {
@@ -571,7 +571,7 @@ private:
   Regularization reg_;
   double norm_x_ = 0.0, mean_ = 0.0;
   bool exhausted_ = false;
-  bool beta_ = false;       ///< the beta rule runs (solver mu, beta_loss != 2)
+  bool beta_ = false;       ///< the beta rule runs (solver mu, not Frobenius)
   bool q_current_ = false;  ///< Q and GW belong to the current W (see errors)
   int sweeps_W_ = 1, sweeps_H_ = 1;  ///< accelerated sweeps per product (set_sweep_limits)
   std::vector<Slot> slots_;

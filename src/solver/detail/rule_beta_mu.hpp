@@ -1,7 +1,7 @@
 #pragma once
 /// \file
 /// The beta-divergence multiplicative-update rule (scikit-learn's solver="mu" with
-/// beta_loss != 2: _fit_multiplicative_update): W from the old H, then H from the new W, each
+/// not Frobenius: _fit_multiplicative_update): W from the old H, then H from the new W, each
 /// through the passes over X of beta_passes.hpp; the error is the beta-divergence
 /// sqrt(2 div) (_beta_divergence with square_root=True), with MuRule's convergence decision
 /// (every check_every iterations: stop when (previous - error) / error_at_init < tol).

@@ -23,11 +23,11 @@ decltype(auto) with_rule(SolverKind solver, F&& f) {
   return std::forward<F>(f)(CdRule{});
 }
 
-/// f(Rule{}) with the rule of the options: BetaMuRule for solver mu with beta_loss != 2,
+/// f(Rule{}) with the rule of the options: BetaMuRule for solver mu with a loss other than Frobenius,
 /// else the rule of `o.solver` (beta_loss 2 is exactly the MuRule / CdRule path).
 template <class F>
 decltype(auto) with_rule(const SolverOptions& o, F&& f) {
-  if (o.solver == SolverKind::mu && o.beta_loss != 2.0) return std::forward<F>(f)(BetaMuRule{});
+  if (o.solver == SolverKind::mu && o.beta_rule()) return std::forward<F>(f)(BetaMuRule{});
   return with_rule(o.solver, std::forward<F>(f));
 }
 

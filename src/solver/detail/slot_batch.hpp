@@ -46,7 +46,7 @@ struct SlotBatchBytes {
 /// The bytes of a SlotBatch for X of n x g, k components and `element_bytes` per value,
 /// exactly as SlotBatch::allocate and SlotBatch::download allocate them (a test sums the
 /// spans of a constructed batch against it).
-/// With beta_loss != 2 the batch also holds the beta scratch of `shape` (per batch) and the
+/// With a beta-rule loss (uses_beta_rule) the batch also holds the beta scratch of `shape` (per batch) and the
 /// per-slot sums of H and W (2 k values a slot, counted with the factors).
 inline SlotBatchBytes slot_batch_bytes(std::int64_t n, std::int64_t g, int k, int element_bytes,
                                        RunMode mode, double beta_loss = 2.0,
@@ -69,7 +69,7 @@ inline SlotBatchBytes slot_batch_bytes(std::int64_t n, std::int64_t g, int k, in
   b.scratch = checked_mul({product_scratch_values(n, g, element_bytes), kk, s}, what);
   b.flags = 4 * std::int64_t(sizeof(int));
   b.stage = checked_mul({kk, std::max(n, g), s}, what);
-  if (beta_loss != 2.0) {
+  if (uses_beta_rule(beta_loss)) {
     b.factors = checked_add({b.factors, checked_mul({2, kk, s}, what)}, what);  // hsum, wsum
     b.beta = beta_scratch_bytes(shape, g, k, element_bytes);
   }
