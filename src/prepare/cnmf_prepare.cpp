@@ -283,8 +283,7 @@ CnmfPrepareReport cnmf_prepare(const CnmfPrepareOptions& o) {
 
   std::error_code ec;
   if (!fs::exists(run_dir)) {
-    fs::rename(staging, run_dir, ec);
-    if (ec) input_error(run_dir.string(), ": cannot move the prepared run folder into place: ", ec.message());
+    io::move_into_place(staging, run_dir, run_dir.string() + ": cannot move the prepared run folder into place");
     stage.dismiss();
   } else {
     rep.replaced_existing = true;
@@ -294,8 +293,7 @@ CnmfPrepareReport cnmf_prepare(const CnmfPrepareOptions& o) {
     for (const auto& entry : fs::recursive_directory_iterator(staging))
       if (entry.is_regular_file()) files.push_back(entry.path().lexically_relative(staging));
     for (const auto& rel : files) {
-      fs::rename(staging / rel, run_dir / rel, ec);
-      if (ec) input_error((run_dir / rel).string(), ": cannot move into place: ", ec.message());
+      io::move_into_place(staging / rel, run_dir / rel);
     }
     // the staging folder, now empty folders only, is removed by `stage` (AtomicFolder) on return
     io::sync_path(run_dir / "cnmf_tmp", true, (run_dir / "cnmf_tmp").string());
