@@ -8,9 +8,9 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <iostream>
 #include <limits>
 #include <optional>
+#include <ostream>
 #include <random>
 #include <sstream>
 #include <system_error>
@@ -110,7 +110,7 @@ std::string cnmf_run_params_yaml(const std::string& beta_loss, const std::string
          "\ntol: 0.0001\n";
 }
 
-CnmfPrepareReport cnmf_prepare(const CnmfPrepareOptions& o) {
+CnmfPrepareReport cnmf_prepare(const CnmfPrepareOptions& o, std::ostream& log) {
   // ---- options (cNMF's argparse choices and what its code would fail on) -----------------
   if (o.beta_loss != "frobenius" && o.beta_loss != "kullback-leibler" && o.beta_loss != "itakura-saito")
     input_error("--beta-loss '", o.beta_loss, "': expected frobenius, kullback-leibler or itakura-saito");
@@ -302,10 +302,10 @@ CnmfPrepareReport cnmf_prepare(const CnmfPrepareOptions& o) {
   io::sync_path(out_dir, true, out_dir.string());
   cleanup.done = true;
   if (rep.completed_jobs > 0)
-    std::cerr << "knmf prepare: warning: " << rep.completed_jobs
-              << " runs already appear completed (their spectra files exist in "
-              << (run_dir / "cnmf_tmp").string()
-              << "). If this is unexpected, consider a different --name or --output-dir\n";
+    log << "knmf prepare: warning: " << rep.completed_jobs
+        << " runs already appear completed (their spectra files exist in "
+        << (run_dir / "cnmf_tmp").string()
+        << "). If this is unexpected, consider a different --name or --output-dir\n";
   return rep;
 }
 
