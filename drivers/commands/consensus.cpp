@@ -2,6 +2,7 @@
 // refit, TPM spectra and gene scores) on a cNMF run folder or a knmf results file.
 #include <cstdio>
 #include <filesystem>
+#include <iostream>
 #include <memory>
 #include <string>
 #include <utility>
@@ -53,7 +54,7 @@ public:
       native_.update_results = !read_only_;
       native_.components = ks_;
       native_.options = opts_;
-      out = consensus::run_native_consensus(ExecSpace(), native_);
+      out = consensus::run_native_consensus(ExecSpace(), native_, std::cerr);
     } else {
       if (!native_.counts.empty() || !native_.tpm.empty() || !native_.tpm_stats.empty() || read_only_)
         input_error("--counts, --tpm, --tpm-stats and --read-only-results belong to native mode (--results)");
@@ -62,7 +63,7 @@ public:
       req.name = name_;
       req.components = ks_;
       req.options = opts_;
-      out = consensus::run_cnmf_consensus(ExecSpace(), req);
+      out = consensus::run_cnmf_consensus(ExecSpace(), req, std::cerr);
     }
     const io::CnmfPaths paths(output_dir_, name_);
     const double dt = opts_.local_density_threshold;

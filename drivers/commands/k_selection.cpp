@@ -2,6 +2,7 @@
 // the plot) on a cNMF run folder or a knmf results file.
 #include <cstdio>
 #include <filesystem>
+#include <iostream>
 #include <memory>
 #include <string>
 #include <utility>
@@ -68,7 +69,7 @@ public:
       req.name = name_;
       req.components = ks_;
       req.options = opts_;
-      rows = consensus::run_cnmf_k_selection(ExecSpace(), req);
+      rows = consensus::run_cnmf_k_selection(ExecSpace(), req, std::cerr);
     }
     consensus::write_k_selection_plot(png, rows);
     std::printf("knmf k-selection (%s):\n   k  silhouette          prediction_error\n",

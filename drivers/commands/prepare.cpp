@@ -1,5 +1,6 @@
 // `knmf prepare`: cNMF's `cnmf prepare` natively (same options, defaults and run folder).
 #include <cstdio>
+#include <iostream>
 #include <memory>
 
 #include "command.hpp"
@@ -45,7 +46,7 @@ public:
 
   int run() override {
     if (seed_opt_->count()) o_.seed = seed_;
-    const auto rep = prepare::cnmf_prepare(o_);
+    const auto rep = prepare::cnmf_prepare(o_, std::cerr);
     if (rep.seed_drawn)
       std::printf("knmf prepare: no --seed given: drew seed %lld (recorded in %s/cnmf_tmp/%s.knmf_prepare.json; "
                   "pass --seed %lld to repeat this job table)\n",

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
-#include <iostream>
+#include <ostream>
 #include <set>
 #include <sstream>
 #include <unordered_map>
@@ -21,11 +21,11 @@ namespace fs = std::filesystem;
 
 namespace {
 
-/// A consensus' warnings on stderr, "knmf: warning: ...", each once per command (the same
-/// genes are flagged for every k).
-void print_warnings(const ConsensusResult& r, std::set<std::string>& printed) {
+/// A consensus' warnings on the log stream, "knmf: warning: ...", each once per command (the
+/// same genes are flagged for every k).
+void print_warnings(const ConsensusResult& r, std::set<std::string>& printed, std::ostream& log) {
   for (const auto& w : r.warnings)
-    if (printed.insert(w).second) std::cerr << "knmf: warning: " << w << "\n";
+    if (printed.insert(w).second) log << "knmf: warning: " << w << "\n";
 }
 
 std::vector<io::Label> to_labels(const std::vector<std::string>& v) {
@@ -71,13 +71,13 @@ struct RunInputs {
   std::vector<std::string> genes;
 };
 
-RunInputs read_run_inputs(const io::CnmfPaths& paths) {
+RunInputs read_run_inputs(const io::CnmfPaths& paths, std::ostream& log) {
   RunInputs in;
   in.jobs = io::read_cnmf_job_table(paths.nmf_replicate_parameters());
   const auto params = io::read_nmf_run_params(paths.nmf_run_parameters());
   std::vector<std::string> unknown_keys;
   in.solver = solver_options_from(params, paths.nmf_run_parameters(), &unknown_keys);
-  for (const auto& w : unknown_keys) std::cerr << "knmf: warning: " << w << "\n";
+  for (const auto& w : unknown_keys) log << "knmf: warning: " << w << "\n";
   in.X = std::make_unique<H5adRowSource>(paths.normalized_counts());
   in.genes = in.X->column_names();
   return in;
@@ -301,10 +301,11 @@ MergedSpectra load_replicate_spectra(const io::CnmfPaths& paths, int k,
 }
 
 std::vector<CnmfConsensusOutcome> run_cnmf_consensus(const ExecSpace& space,
-                                                     const CnmfConsensusRequest& req) {
+                                                     const CnmfConsensusRequest& req,
+                                                     std::ostream& log) {
   req.options.validate();
   const io::CnmfPaths paths(req.output_dir, req.name);
-  RunInputs in = read_run_inputs(paths);
+  RunInputs in = read_run_inputs(paths, log);
   const auto ks = requested_ks(req.components, in.jobs, paths.nmf_replicate_parameters());
 
   // every input is read and checked before anything is written
@@ -322,7 +323,7 @@ std::vector<CnmfConsensusOutcome> run_cnmf_consensus(const ExecSpace& space,
     o.k = ks[i];
     o.result = run_consensus(space, merged[i].values, ks[i], *in.X, tf.source ? &tf.input : nullptr,
                              in.solver, req.options);
-    print_warnings(o.result, printed);
+    print_warnings(o.result, printed, log);
     o.merged = std::move(merged[i]);
     set_output_types(o, tf);
     outcomes.push_back(std::move(o));
@@ -348,10 +349,11 @@ io::DataFrame k_selection_frame(const std::vector<KSelectionRow>& rows) {
 }
 
 std::vector<KSelectionRow> run_cnmf_k_selection(const ExecSpace& space,
-                                                const CnmfKSelectionRequest& req) {
+                                                const CnmfKSelectionRequest& req,
+                                                std::ostream& log) {
   req.options.validate();
   const io::CnmfPaths paths(req.output_dir, req.name);
-  RunInputs in = read_run_inputs(paths);
+  RunInputs in = read_run_inputs(paths, log);
   const auto ks = requested_ks(req.components, in.jobs, paths.nmf_replicate_parameters());
   std::vector<HostRows> stacks;
   for (int k : ks) {
@@ -537,7 +539,8 @@ io::ConsensusRecord consensus_record(const CnmfConsensusOutcome& o, const io::Co
 }
 
 std::vector<CnmfConsensusOutcome> run_native_consensus(const ExecSpace& space,
-                                                       const NativeRequest& req) {
+                                                       const NativeRequest& req,
+                                                       std::ostream& log) {
   req.options.validate();
   check_native_outputs(req);
   NativeInputs in = read_native(req);
@@ -556,7 +559,7 @@ std::vector<CnmfConsensusOutcome> run_native_consensus(const ExecSpace& space,
     o.k = in.ks[i];
     o.result = run_consensus(space, in.merged[i].values, in.ks[i], *in.X,
                              tf.source ? &tf.input : nullptr, in.solver, req.options);
-    print_warnings(o.result, printed);
+    print_warnings(o.result, printed, log);
     o.merged = std::move(in.merged[i]);
     set_output_types(o, tf);
     outcomes.push_back(std::move(o));

@@ -112,6 +112,12 @@ void AtomicFile::commit(Replace replace) {
   sync_path(folder_of(target_), true, what_);
 }
 
+void move_into_place(const fs::path& staged, const fs::path& target, const std::string& failure) {
+  std::error_code ec;
+  fs::rename(staged, target, ec);
+  if (ec) input_error(failure.empty() ? target.string() + ": cannot move into place" : failure, ": ", ec.message());
+}
+
 void require_writable_target(const fs::path& target, const std::string& what) {
   const std::string w = what.empty() ? target.string() : what;
   std::error_code ec;

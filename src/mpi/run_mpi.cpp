@@ -4,7 +4,7 @@
 #include <cstring>
 #include <deque>
 #include <exception>
-#include <iostream>
+#include <ostream>
 #include <type_traits>
 
 #include "knmf/core/error.hpp"
@@ -544,9 +544,9 @@ FactorizeSummary run_factorize(const FactorizeConfig& config, const DistributeOp
       throw InputError(e.what() + note, input->system_errno());
     }
     // One rank's failure ends the whole run at once (no rank is left waiting in a collective).
-    std::cerr << "knmf: error: " << e.what() << note;
-    if (rank != kRoot) std::cerr << " (rank " << rank << ")";
-    std::cerr << "\n" << std::flush;
+    log << "knmf: error: " << e.what() << note;
+    if (rank != kRoot) log << " (rank " << rank << ")";
+    log << "\n" << std::flush;
     MPI_Abort(comm, 1);
   }
   return {};

@@ -8,9 +8,9 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <iostream>
 #include <limits>
 #include <optional>
+#include <ostream>
 #include <random>
 #include <sstream>
 #include <system_error>
@@ -101,9 +101,8 @@ void remove_legacy_staging(const fs::path& out_dir, const std::string& name) {
   }
 }
 
-}  // namespace
+// ---- the steps of cnmf_prepare -----------------------------------------------------------
 
-namespace {
 /// cNMF prepare's --beta-loss choices and the solver its yaml then names (scikit-learn's cd
 /// handles only Frobenius).
 const char* cnmf_solver_for(const std::string& beta_loss) {
@@ -112,18 +111,9 @@ const char* cnmf_solver_for(const std::string& beta_loss) {
     if (beta_loss == loss) return solver;
   return nullptr;
 }
-}  // namespace
 
-std::string cnmf_run_params_yaml(const std::string& beta_loss, const std::string& init, int max_iter) {
-  const char* solver = cnmf_solver_for(beta_loss);
-  if (!solver) input_error("--beta-loss '", beta_loss, "': expected frobenius, kullback-leibler or itakura-saito");
-  return "alpha_H: 0.0\nalpha_W: 0.0\nbeta_loss: " + beta_loss + "\ninit: " + init +
-         "\nl1_ratio: 0.0\nmax_iter: " + std::to_string(max_iter) + "\nsolver: " + std::string(solver) +
-         "\ntol: 0.0001\n";
-}
-
-CnmfPrepareReport cnmf_prepare(const CnmfPrepareOptions& o) {
-  // ---- options (cNMF's argparse choices and what its code would fail on) -----------------
+// The options: cNMF's argparse choices and what its code would fail on.
+void check_options(const CnmfPrepareOptions& o) {
   if (!cnmf_solver_for(o.beta_loss))
     input_error("--beta-loss '", o.beta_loss, "': expected frobenius, kullback-leibler or itakura-saito");
   if (o.init != "random" && o.init != "nndsvd")
@@ -137,7 +127,147 @@ CnmfPrepareReport cnmf_prepare(const CnmfPrepareOptions& o) {
   if (o.max_nmf_iter < 1) input_error("--max-nmf-iter ", o.max_nmf_iter, " is invalid: it must be >= 1");
   if (o.seed && (*o.seed < 0 || *o.seed > 0xffffffffLL))
     input_error("--seed ", *o.seed, " is invalid: numpy's seed must be between 0 and 2**32 - 1");
+}
 
+// Refuses a gene selection cNMF would refuse (or silently get wrong): --numgenes above the genes
+// with non-zero variance, and cells without a count in the selected genes.
+void check_selection(const CnmfPrepareOptions& o, bool genes_listed, const CountSource& src,
+                     const PrepareResult& res, const std::vector<std::string>& obs_names) {
+  if (!genes_listed) {
+    std::int64_t varying = 0;
+    for (double v : res.stats.var) varying += v > 0;
+    if (o.num_highvar_genes > varying)
+      input_error("--numgenes ", o.num_highvar_genes, " is larger than the ", varying, " genes of ",
+                  o.counts, " with non-zero variance");
+  }
+  // cNMF's check: every cell needs a count in the selected genes (cells without any count
+  // at all included: knmf's statistics leave them out, cNMF would stop here)
+  std::vector<std::int64_t> zero;
+  std::size_t next = 0;
+  for (std::int64_t c = 0; c < src.n_obs; ++c) {
+    if (next < res.cells.size() && res.cells[next] == c) {
+      const auto i = next++;
+      if (res.norm_counts.row_offsets[i] == res.norm_counts.row_offsets[i + 1]) zero.push_back(c);
+    } else {
+      zero.push_back(c);
+    }
+  }
+  if (!zero.empty()) {
+    std::string examples;
+    for (std::size_t i = 0; i < std::min<std::size_t>(4, zero.size()); ++i)
+      examples += (i ? ", " : "") + obs_names[std::size_t(zero[i])];
+    input_error(o.counts, ": ", zero.size(), " cells have zero counts of overdispersed genes. E.g. ",
+                examples, ". Filter those cells and re-run or adjust the number of overdispersed "
+                "genes (cNMF stops here too)");
+  }
+}
+
+// Creates OUTPUT_DIR and the folders above it that are missing, outermost first, each recorded
+// in `cleanup` (removed again, when still empty, should the command fail).
+void create_output_dir(const CnmfPrepareOptions& o, const fs::path& out_dir, Cleanup& cleanup) {
+  std::vector<fs::path> missing;
+  for (fs::path p = out_dir; !p.empty() && !fs::exists(p); p = p.parent_path()) {
+    missing.push_back(p);
+    if (p == p.parent_path()) break;
+  }
+  for (auto it = missing.rbegin(); it != missing.rend(); ++it) {
+    std::error_code ec;
+    if (!fs::create_directory(*it, ec) && ec)
+      input_error("--output-dir ", o.output_dir, ": cannot create ", it->string(), ": ", ec.message());
+    cleanup.created.push_back(*it);
+  }
+}
+
+// NAME.knmf_prepare.json: the options, the seed and the sizes of the input.
+std::string knmf_prepare_json(const CnmfPrepareOptions& o, CountFormat counts_format,
+                              const CnmfPrepareReport& rep) {
+  std::string ks;
+  for (std::size_t i = 0; i < o.components.size(); ++i) ks += (i ? ", " : "") + std::to_string(o.components[i]);
+  std::string j = "{\n";
+  j += "  \"knmf_version\": " + json_string(KNMF_VERSION_STRING) + ",\n";
+  j += "  \"counts\": " + json_string(o.counts) + ",\n";
+  j += "  \"counts_format\": " + json_string(to_string(counts_format)) + ",\n";
+  j += "  \"tpm\": " + (o.tpm.empty() ? std::string("null") : json_string(o.tpm)) + ",\n";
+  j += "  \"components\": [" + ks + "],\n";
+  j += "  \"n_iter\": " + std::to_string(o.n_iter) + ",\n";
+  j += "  \"seed\": " + std::to_string(rep.seed) + ",\n";
+  j += std::string("  \"seed_source\": ") + (rep.seed_drawn ? "\"drawn (std::random_device)\"" : "\"--seed\"") + ",\n";
+  j += "  \"numgenes\": " + std::to_string(o.num_highvar_genes) + ",\n";
+  j += "  \"genes_file\": " + (o.genes_file.empty() ? std::string("null") : json_string(o.genes_file)) + ",\n";
+  j += "  \"max_nmf_iter\": " + std::to_string(o.max_nmf_iter) + ",\n";
+  j += "  \"beta_loss\": " + json_string(o.beta_loss) + ",\n";
+  j += "  \"init\": " + json_string(o.init) + ",\n";
+  j += std::string("  \"densify\": ") + (o.densify ? "true" : "false") + ",\n";
+  j += "  \"cells\": " + std::to_string(rep.cells) + ",\n";
+  j += "  \"genes\": " + std::to_string(rep.genes) + ",\n";
+  j += "  \"selected_genes\": " + std::to_string(rep.selected_genes) + "\n}\n";
+  return j;
+}
+
+// Every file of the run folder, written into the staging folder.
+void write_staged_files(const CnmfPrepareOptions& o, const io::CnmfPaths& paths,
+                        const fs::path& staging, const PrepareResult& res,
+                        const std::vector<std::string>& var_names, const std::vector<Job>& jobs,
+                        const std::vector<bool>& completed, const std::string& prepare_json) {
+  const fs::path run_dir(paths.run_dir());
+  auto in_staging = [&](const std::string& final_path) {
+    return staging / fs::path(final_path).lexically_relative(run_dir);
+  };
+  write_gene_list(in_staging(paths.nmf_genes_list()).string(), res);
+  {
+    io::H5adWriteOptions wo;
+    wo.format = io::StorageFormat::Csr;
+    wo.value_type = io::ValueType::Float64;
+    wo.indptr_int32 = res.norm_counts.nnz() <= std::numeric_limits<std::int32_t>::max();  // as scipy
+    io::write_h5ad(in_staging(paths.normalized_counts()), res.norm_counts, res.cell_names, res.gene_names, wo);
+  }
+  {
+    io::H5adWriteOptions wo;
+    wo.format = io::StorageFormat::Csr;
+    wo.value_type = io::ValueType::Float32;
+    wo.indptr_int32 = res.tpm.nnz() <= std::numeric_limits<std::int32_t>::max();  // as scipy
+    io::write_h5ad(in_staging(paths.tpm()), res.tpm, res.cell_names, var_names, wo);
+  }
+  write_tpm_stats(in_staging(paths.tpm_stats()).string(), res, var_names);
+  io::write_cnmf_job_table(in_staging(paths.nmf_replicate_parameters()).string(), jobs, completed);
+  write_text(in_staging(paths.nmf_run_parameters()),
+             cnmf_run_params_yaml(o.beta_loss, o.init, o.max_nmf_iter));
+  write_text(staging / "cnmf_tmp" / (o.name + ".knmf_prepare.json"), prepare_json);
+}
+
+// The staged run folder moved into place: renamed as a whole when the run folder is new, else
+// file by file over an existing one (a previous prepare's files replaced, the rest kept).
+void move_staged_run(io::AtomicFolder& stage, const fs::path& run_dir, CnmfPrepareReport& rep) {
+  const fs::path& staging = stage.path();
+  if (!fs::exists(run_dir)) {
+    io::move_into_place(staging, run_dir, run_dir.string() + ": cannot move the prepared run folder into place");
+    stage.dismiss();
+  } else {
+    rep.replaced_existing = true;
+    std::error_code ec;
+    fs::create_directories(run_dir / "cnmf_tmp", ec);
+    if (ec) input_error((run_dir / "cnmf_tmp").string(), ": cannot create: ", ec.message());
+    std::vector<fs::path> files;
+    for (const auto& entry : fs::recursive_directory_iterator(staging))
+      if (entry.is_regular_file()) files.push_back(entry.path().lexically_relative(staging));
+    for (const auto& rel : files) io::move_into_place(staging / rel, run_dir / rel);
+    // the staging folder, now empty folders only, is removed by `stage` (AtomicFolder) on return
+    io::sync_path(run_dir / "cnmf_tmp", true, (run_dir / "cnmf_tmp").string());
+  }
+}
+
+}  // namespace
+
+std::string cnmf_run_params_yaml(const std::string& beta_loss, const std::string& init, int max_iter) {
+  const char* solver = cnmf_solver_for(beta_loss);
+  if (!solver) input_error("--beta-loss '", beta_loss, "': expected frobenius, kullback-leibler or itakura-saito");
+  return "alpha_H: 0.0\nalpha_W: 0.0\nbeta_loss: " + beta_loss + "\ninit: " + init +
+         "\nl1_ratio: 0.0\nmax_iter: " + std::to_string(max_iter) + "\nsolver: " + std::string(solver) +
+         "\ntol: 0.0001\n";
+}
+
+CnmfPrepareReport cnmf_prepare(const CnmfPrepareOptions& o, std::ostream& log) {
+  check_options(o);
   CnmfPrepareReport rep;
   rep.seed_drawn = !o.seed;
   if (o.seed) {
@@ -181,52 +311,12 @@ CnmfPrepareReport cnmf_prepare(const CnmfPrepareOptions& o) {
   if (obs_names.empty())
     for (std::int64_t i = 0; i < src.n_obs; ++i) obs_names.push_back(std::to_string(i));
 
-  if (genes.empty()) {
-    std::int64_t varying = 0;
-    for (double v : res.stats.var) varying += v > 0;
-    if (o.num_highvar_genes > varying)
-      input_error("--numgenes ", o.num_highvar_genes, " is larger than the ", varying, " genes of ",
-                  o.counts, " with non-zero variance");
-  }
-  // cNMF's check: every cell needs a count in the selected genes (cells without any count
-  // at all included: knmf's statistics leave them out, cNMF would stop here)
-  {
-    std::vector<std::int64_t> zero;
-    std::size_t next = 0;
-    for (std::int64_t c = 0; c < src.n_obs; ++c) {
-      if (next < res.cells.size() && res.cells[next] == c) {
-        const auto i = next++;
-        if (res.norm_counts.row_offsets[i] == res.norm_counts.row_offsets[i + 1]) zero.push_back(c);
-      } else {
-        zero.push_back(c);
-      }
-    }
-    if (!zero.empty()) {
-      std::string examples;
-      for (std::size_t i = 0; i < std::min<std::size_t>(4, zero.size()); ++i)
-        examples += (i ? ", " : "") + obs_names[std::size_t(zero[i])];
-      input_error(o.counts, ": ", zero.size(), " cells have zero counts of overdispersed genes. E.g. ",
-                  examples, ". Filter those cells and re-run or adjust the number of overdispersed "
-                  "genes (cNMF stops here too)");
-    }
-  }
+  check_selection(o, !genes.empty(), src, res, obs_names);
   KNMF_ASSERT(std::int64_t(res.cell_names.size()) == src.n_obs, "every cell is kept");
 
   // ---- stage every file, then move them into place ----------------------------------------
   Cleanup cleanup;
-  {
-    std::vector<fs::path> missing;
-    for (fs::path p = out_dir; !p.empty() && !fs::exists(p); p = p.parent_path()) {
-      missing.push_back(p);
-      if (p == p.parent_path()) break;
-    }
-    for (auto it = missing.rbegin(); it != missing.rend(); ++it) {
-      std::error_code ec;
-      if (!fs::create_directory(*it, ec) && ec)
-        input_error("--output-dir ", o.output_dir, ": cannot create ", it->string(), ": ", ec.message());
-      cleanup.created.push_back(*it);
-    }
-  }
+  create_output_dir(o, out_dir, cleanup);
   // The run folder is built in a staging folder beside it (io::AtomicFolder: a temporary
   // name that the next command writing here removes if this process is killed), then moved
   // into place.
@@ -239,10 +329,6 @@ CnmfPrepareReport cnmf_prepare(const CnmfPrepareOptions& o) {
       input_error("--output-dir ", o.output_dir, ": cannot create ", (staging / "cnmf_tmp").string(),
                   ": ", ec ? ec.message() : "failed");
   }
-  auto in_staging = [&](const std::string& final_path) {
-    return staging / fs::path(final_path).lexically_relative(run_dir);
-  };
-
   std::vector<bool> completed(jobs.size());
   for (std::size_t i = 0; i < jobs.size(); ++i) {
     completed[i] = fs::exists(paths.iter_spectra(jobs[i].k, jobs[i].iter));
@@ -250,76 +336,17 @@ CnmfPrepareReport cnmf_prepare(const CnmfPrepareOptions& o) {
   }
   rep.jobs = std::int64_t(jobs.size());
 
-  write_gene_list(in_staging(paths.nmf_genes_list()).string(), res);
-  {
-    io::H5adWriteOptions wo;
-    wo.format = io::StorageFormat::Csr;
-    wo.value_type = io::ValueType::Float64;
-    wo.indptr_int32 = res.norm_counts.nnz() <= std::numeric_limits<std::int32_t>::max();  // as scipy
-    io::write_h5ad(in_staging(paths.normalized_counts()), res.norm_counts, res.cell_names, res.gene_names, wo);
-  }
-  {
-    io::H5adWriteOptions wo;
-    wo.format = io::StorageFormat::Csr;
-    wo.value_type = io::ValueType::Float32;
-    wo.indptr_int32 = res.tpm.nnz() <= std::numeric_limits<std::int32_t>::max();  // as scipy
-    io::write_h5ad(in_staging(paths.tpm()), res.tpm, res.cell_names, var_names, wo);
-  }
-  write_tpm_stats(in_staging(paths.tpm_stats()).string(), res, var_names);
-  io::write_cnmf_job_table(in_staging(paths.nmf_replicate_parameters()).string(), jobs, completed);
-  write_text(in_staging(paths.nmf_run_parameters()),
-             cnmf_run_params_yaml(o.beta_loss, o.init, o.max_nmf_iter));
-  {
-    std::string ks;
-    for (std::size_t i = 0; i < o.components.size(); ++i) ks += (i ? ", " : "") + std::to_string(o.components[i]);
-    std::string j = "{\n";
-    j += "  \"knmf_version\": " + json_string(KNMF_VERSION_STRING) + ",\n";
-    j += "  \"counts\": " + json_string(o.counts) + ",\n";
-    j += "  \"counts_format\": " + json_string(to_string(counts.format())) + ",\n";
-    j += "  \"tpm\": " + (o.tpm.empty() ? std::string("null") : json_string(o.tpm)) + ",\n";
-    j += "  \"components\": [" + ks + "],\n";
-    j += "  \"n_iter\": " + std::to_string(o.n_iter) + ",\n";
-    j += "  \"seed\": " + std::to_string(rep.seed) + ",\n";
-    j += std::string("  \"seed_source\": ") + (rep.seed_drawn ? "\"drawn (std::random_device)\"" : "\"--seed\"") + ",\n";
-    j += "  \"numgenes\": " + std::to_string(o.num_highvar_genes) + ",\n";
-    j += "  \"genes_file\": " + (o.genes_file.empty() ? std::string("null") : json_string(o.genes_file)) + ",\n";
-    j += "  \"max_nmf_iter\": " + std::to_string(o.max_nmf_iter) + ",\n";
-    j += "  \"beta_loss\": " + json_string(o.beta_loss) + ",\n";
-    j += "  \"init\": " + json_string(o.init) + ",\n";
-    j += std::string("  \"densify\": ") + (o.densify ? "true" : "false") + ",\n";
-    j += "  \"cells\": " + std::to_string(rep.cells) + ",\n";
-    j += "  \"genes\": " + std::to_string(rep.genes) + ",\n";
-    j += "  \"selected_genes\": " + std::to_string(rep.selected_genes) + "\n}\n";
-    write_text(staging / "cnmf_tmp" / (o.name + ".knmf_prepare.json"), j);
-  }
-
-  std::error_code ec;
-  if (!fs::exists(run_dir)) {
-    fs::rename(staging, run_dir, ec);
-    if (ec) input_error(run_dir.string(), ": cannot move the prepared run folder into place: ", ec.message());
-    stage.dismiss();
-  } else {
-    rep.replaced_existing = true;
-    fs::create_directories(run_dir / "cnmf_tmp", ec);
-    if (ec) input_error((run_dir / "cnmf_tmp").string(), ": cannot create: ", ec.message());
-    std::vector<fs::path> files;
-    for (const auto& entry : fs::recursive_directory_iterator(staging))
-      if (entry.is_regular_file()) files.push_back(entry.path().lexically_relative(staging));
-    for (const auto& rel : files) {
-      fs::rename(staging / rel, run_dir / rel, ec);
-      if (ec) input_error((run_dir / rel).string(), ": cannot move into place: ", ec.message());
-    }
-    // the staging folder, now empty folders only, is removed by `stage` (AtomicFolder) on return
-    io::sync_path(run_dir / "cnmf_tmp", true, (run_dir / "cnmf_tmp").string());
-  }
+  write_staged_files(o, paths, staging, res, var_names, jobs, completed,
+                     knmf_prepare_json(o, counts.format(), rep));
+  move_staged_run(stage, run_dir, rep);
   io::sync_path(run_dir, true, run_dir.string());
   io::sync_path(out_dir, true, out_dir.string());
   cleanup.done = true;
   if (rep.completed_jobs > 0)
-    std::cerr << "knmf prepare: warning: " << rep.completed_jobs
-              << " runs already appear completed (their spectra files exist in "
-              << (run_dir / "cnmf_tmp").string()
-              << "). If this is unexpected, consider a different --name or --output-dir\n";
+    log << "knmf prepare: warning: " << rep.completed_jobs
+        << " runs already appear completed (their spectra files exist in "
+        << (run_dir / "cnmf_tmp").string()
+        << "). If this is unexpected, consider a different --name or --output-dir\n";
   return rep;
 }
 

@@ -177,44 +177,48 @@ std::string beside(const fs::path& dir, std::initializer_list<const char*> names
   return {};
 }
 
-void read_tenx_mtx(const std::string& path, CountFile::State& st, CountSource& src) {
-  const fs::path dir = fs::path(path).parent_path().empty() ? fs::path(".") : fs::path(path).parent_path();
-  if (!fs::exists(path)) input_error(path, ": no such file (-c/--counts)");
-  const std::string features = beside(dir, {"features.tsv.gz", "features.tsv"});
-  const std::string genes_v2 = beside(dir, {"genes.tsv", "genes.tsv.gz"});
-  const std::string gene_file = !features.empty() ? features : genes_v2;
-  const std::string barcodes = beside(dir, {"barcodes.tsv.gz", "barcodes.tsv"});
-  if (gene_file.empty())
-    input_error(path, ": no features.tsv.gz, features.tsv or genes.tsv beside it (a 10x matrix folder)");
-  if (barcodes.empty()) input_error(path, ": no barcodes.tsv.gz or barcodes.tsv beside it (a 10x matrix folder)");
-
-  // genes: id, symbol[, feature type]
+// genes.tsv / features.tsv: id, symbol[, feature type]. A feature is kept when it is
+// "Gene Expression" (or of no type).
+struct TenxGenes {
   std::vector<std::string> symbols;
   std::vector<bool> keep;
-  {
-    LineReader r(gene_file);
-    std::string line;
-    while (r.next(line)) {
-      const auto f = split(line, '\t');
-      if (f.size() < 2)
-        input_error(gene_file, ": line ", r.line_no(), " has ", f.size(),
-                    " tab-separated field(s); expected gene id and symbol");
-      io::require_utf8_name(f[1], gene_file + ": line " + std::to_string(r.line_no()) + " (a gene name)");
-      symbols.push_back(f[1]);
-      keep.push_back(f.size() < 3 || f[2] == "Gene Expression");
-    }
-  }
-  std::vector<std::string> cells;
-  {
-    LineReader r(barcodes);
-    std::string line;
-    while (r.next(line)) {
-      cells.push_back(split(line, '\t')[0]);
-      io::require_utf8_name(cells.back(), barcodes + ": line " + std::to_string(r.line_no()) + " (a cell barcode)");
-    }
-  }
+};
 
-  LineReader r(path);
+TenxGenes read_tenx_genes(const std::string& gene_file) {
+  TenxGenes g;
+  LineReader r(gene_file);
+  std::string line;
+  while (r.next(line)) {
+    const auto f = split(line, '\t');
+    if (f.size() < 2)
+      input_error(gene_file, ": line ", r.line_no(), " has ", f.size(),
+                  " tab-separated field(s); expected gene id and symbol");
+    io::require_utf8_name(f[1], gene_file + ": line " + std::to_string(r.line_no()) + " (a gene name)");
+    g.symbols.push_back(f[1]);
+    g.keep.push_back(f.size() < 3 || f[2] == "Gene Expression");
+  }
+  return g;
+}
+
+// barcodes.tsv: the cells, each line's first field.
+std::vector<std::string> read_tenx_barcodes(const std::string& barcodes) {
+  std::vector<std::string> cells;
+  LineReader r(barcodes);
+  std::string line;
+  while (r.next(line)) {
+    cells.push_back(split(line, '\t')[0]);
+    io::require_utf8_name(cells.back(), barcodes + ": line " + std::to_string(r.line_no()) + " (a cell barcode)");
+  }
+  return cells;
+}
+
+// The Matrix Market header (coordinate, integer or real, general) and the size line after the
+// comments: genes, cells, entries.
+struct MtxSize {
+  std::int64_t rows = 0, cols = 0, entries = 0;
+};
+
+MtxSize read_mtx_size(LineReader& r, const std::string& path) {
   std::string line;
   if (!r.next(line) || line.rfind("%%MatrixMarket", 0) != 0)
     input_error(path, ": line 1 is not a Matrix Market header ('%%MatrixMarket matrix coordinate ...')");
@@ -237,58 +241,56 @@ void read_tenx_mtx(const std::string& path, CountFile::State& st, CountSource& s
   }
   if (!nr || !nc || !nz || *nr < 0 || *nc < 0 || *nz < 0)
     input_error(path, ": line ", r.line_no(), " '", line, "' is not a size line 'genes cells entries'");
-  if (*nr != std::int64_t(symbols.size()))
-    input_error(path, ": ", *nr, " genes (rows) but ", gene_file, " lists ", symbols.size());
-  if (*nc != std::int64_t(cells.size()))
-    input_error(path, ": ", *nc, " cells (columns) but ", barcodes, " lists ", cells.size());
-  if (*nr > std::numeric_limits<std::int32_t>::max())
-    input_error(path, ": ", *nr, " genes: more than knmf's 32-bit column index holds");
+  return {*nr, *nc, *nz};
+}
 
-  std::vector<std::int32_t> col_of(size_t(*nr), -1);
-  std::vector<std::string> names;
-  for (std::int64_t g = 0; g < *nr; ++g)
-    if (keep[size_t(g)]) {
-      col_of[size_t(g)] = std::int32_t(names.size());
-      names.push_back(symbols[size_t(g)]);
-    }
+struct MtxEntry {
+  std::int32_t gene;
+  std::int32_t cell;
+  float value;
+};
 
-  struct Entry {
-    std::int32_t gene;
-    std::int32_t cell;
-    float value;
-  };
-  std::vector<Entry> entries;
-  entries.reserve(size_t(std::min<std::int64_t>(*nz, std::int64_t(1) << 26)));
+// The entries of the kept genes (`col_of`: each gene's column, -1 when not kept), checked
+// against the size line.
+std::vector<MtxEntry> read_mtx_entries(LineReader& r, const std::string& path, const MtxSize& size,
+                                       const std::vector<std::int32_t>& col_of) {
+  std::string line;
+  std::vector<MtxEntry> entries;
+  entries.reserve(size_t(std::min<std::int64_t>(size.entries, std::int64_t(1) << 26)));
   std::int64_t seen = 0;
   while (r.next(line)) {
     if (line.empty() || line[0] == '%') continue;
     const auto f = split_ws(line);
-    if (seen == *nz)
-      input_error(path, ": line ", r.line_no(), ": more entries than the ", *nz, " of the size line");
+    if (seen == size.entries)
+      input_error(path, ": line ", r.line_no(), ": more entries than the ", size.entries, " of the size line");
     auto i = f.size() == 3 ? parse_int(f[0]) : std::nullopt;
     auto j = f.size() == 3 ? parse_int(f[1]) : std::nullopt;
     auto v = f.size() == 3 ? parse_double(f[2]) : std::nullopt;
     if (!i || !j || !v)
       input_error(path, ": line ", r.line_no(), " '", line, "' is not an entry 'gene cell value'");
-    if (*i < 1 || *i > *nr || *j < 1 || *j > *nc)
-      input_error(path, ": line ", r.line_no(), ": entry (", *i, ", ", *j, ") is outside the ", *nr,
-                  " x ", *nc, " matrix");
+    if (*i < 1 || *i > size.rows || *j < 1 || *j > size.cols)
+      input_error(path, ": line ", r.line_no(), ": entry (", *i, ", ", *j, ") is outside the ", size.rows,
+                  " x ", size.cols, " matrix");
     const float x = checked_count(path, *v, "line " + std::to_string(r.line_no()));
     ++seen;
     const auto c = col_of[size_t(*i - 1)];
-    if (c >= 0) entries.push_back(Entry{c, std::int32_t(*j - 1), x});
+    if (c >= 0) entries.push_back(MtxEntry{c, std::int32_t(*j - 1), x});
   }
-  if (seen != *nz)
-    input_error(path, ": ", seen, " entries but the size line says ", *nz, " (a truncated file?)");
+  if (seen != size.entries)
+    input_error(path, ": ", seen, " entries but the size line says ", size.entries, " (a truncated file?)");
+  return entries;
+}
 
-  // counting sort by cell, stable (entries of a cell keep their file order)
-  auto& X = st.csr;
+// The entries as CSR rows of cells: a counting sort by cell, stable (entries of a cell keep
+// their file order), then each cell's genes in column order.
+void csr_by_cell(std::vector<MtxEntry> entries, std::int64_t cells, std::int64_t genes,
+                 io::CsrBlock<float>& X) {
   X.row_begin = 0;
-  X.row_end = *nc;
-  X.ncols = std::int64_t(names.size());
-  X.row_offsets.assign(size_t(*nc + 1), 0);
+  X.row_end = cells;
+  X.ncols = genes;
+  X.row_offsets.assign(size_t(cells + 1), 0);
   for (const auto& e : entries) ++X.row_offsets[size_t(e.cell) + 1];
-  for (std::int64_t c = 0; c < *nc; ++c) X.row_offsets[size_t(c + 1)] += X.row_offsets[size_t(c)];
+  for (std::int64_t c = 0; c < cells; ++c) X.row_offsets[size_t(c + 1)] += X.row_offsets[size_t(c)];
   X.cols.resize(entries.size());
   X.values.resize(entries.size());
   std::vector<std::int64_t> next(X.row_offsets.begin(), X.row_offsets.end() - 1);
@@ -299,7 +301,7 @@ void read_tenx_mtx(const std::string& path, CountFile::State& st, CountSource& s
   }
   entries = {};
   // each cell's genes in column order (10x files list them so; others need not)
-  for (std::int64_t c = 0; c < *nc; ++c) {
+  for (std::int64_t c = 0; c < cells; ++c) {
     const auto b = size_t(X.row_offsets[size_t(c)]), e = size_t(X.row_offsets[size_t(c) + 1]);
     bool sorted = true;
     for (size_t p = b + 1; p < e; ++p) sorted = sorted && X.cols[p - 1] <= X.cols[p];
@@ -312,6 +314,38 @@ void read_tenx_mtx(const std::string& path, CountFile::State& st, CountSource& s
       X.values[p] = row[p - b].second;
     }
   }
+}
+
+void read_tenx_mtx(const std::string& path, CountFile::State& st, CountSource& src) {
+  const fs::path dir = fs::path(path).parent_path().empty() ? fs::path(".") : fs::path(path).parent_path();
+  if (!fs::exists(path)) input_error(path, ": no such file (-c/--counts)");
+  const std::string features = beside(dir, {"features.tsv.gz", "features.tsv"});
+  const std::string genes_v2 = beside(dir, {"genes.tsv", "genes.tsv.gz"});
+  const std::string gene_file = !features.empty() ? features : genes_v2;
+  const std::string barcodes = beside(dir, {"barcodes.tsv.gz", "barcodes.tsv"});
+  if (gene_file.empty())
+    input_error(path, ": no features.tsv.gz, features.tsv or genes.tsv beside it (a 10x matrix folder)");
+  if (barcodes.empty()) input_error(path, ": no barcodes.tsv.gz or barcodes.tsv beside it (a 10x matrix folder)");
+  const TenxGenes genes = read_tenx_genes(gene_file);
+  std::vector<std::string> cells = read_tenx_barcodes(barcodes);
+
+  LineReader r(path);
+  const MtxSize size = read_mtx_size(r, path);
+  if (size.rows != std::int64_t(genes.symbols.size()))
+    input_error(path, ": ", size.rows, " genes (rows) but ", gene_file, " lists ", genes.symbols.size());
+  if (size.cols != std::int64_t(cells.size()))
+    input_error(path, ": ", size.cols, " cells (columns) but ", barcodes, " lists ", cells.size());
+  if (size.rows > std::numeric_limits<std::int32_t>::max())
+    input_error(path, ": ", size.rows, " genes: more than knmf's 32-bit column index holds");
+
+  std::vector<std::int32_t> col_of(size_t(size.rows), -1);
+  std::vector<std::string> names;
+  for (std::int64_t g = 0; g < size.rows; ++g)
+    if (genes.keep[size_t(g)]) {
+      col_of[size_t(g)] = std::int32_t(names.size());
+      names.push_back(genes.symbols[size_t(g)]);
+    }
+  csr_by_cell(read_mtx_entries(r, path, size, col_of), size.cols, std::int64_t(names.size()), st.csr);
   src = count_source(st.csr, std::move(cells), make_names_unique(std::move(names)), path);
 }
 
@@ -339,15 +373,9 @@ void h5_read_1d(const std::string& file, hid_t dset, const std::string& name, st
     h5::fail(file, "cannot read " + name + "[" + std::to_string(off) + ":" + std::to_string(off + count) + "]");
 }
 
-void open_tenx_h5(const std::string& path, std::shared_ptr<CountFile::State>& st, CountSource& src) {
-  h5::ErrorSilencer quiet;
-  if (!fs::exists(path)) input_error(path, ": no such file (-c/--counts)");
-  st->path = path;
-  st->file = h5::File(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
-  if (!st->file) h5::fail(path, "cannot open as HDF5 (a 10x Cell Ranger .h5)");
-  const hid_t f = st->file.get();
-  // Cell Ranger >= 3: group `matrix`; Cell Ranger 2: one group per genome (scanpy's
-  // read_10x_h5 needs the genome named when there are several)
+// The group of a 10x .h5 holding the matrix: Cell Ranger >= 3's `matrix`, or Cell Ranger 2's
+// one group per genome (scanpy's read_10x_h5 needs the genome named when there are several).
+std::string tenx_matrix_group(const std::string& path, hid_t f) {
   std::string grp = "matrix";
   if (!h5::exists(f, grp)) {
     H5G_info_t info{};
@@ -364,6 +392,74 @@ void open_tenx_h5(const std::string& path, std::shared_ptr<CountFile::State>& st
                   " top-level groups (a 10x Cell Ranger .h5: 'matrix', or one genome group of Cell Ranger 2)");
     grp = groups[0];
   }
+  return grp;
+}
+
+// The matrix of a 10x .h5 (cells as columns of a CSC matrix: the cells' rows of X), its
+// datasets opened and indptr read and checked.
+void open_tenx_entries(const std::string& path, hid_t f, const std::string& grp, std::int64_t n_cells,
+                       CountFile::State* st) {
+  h5::Dataset indptr_d(H5Dopen2(f, (grp + "/indptr").c_str(), H5P_DEFAULT));
+  st->data = h5::Dataset(H5Dopen2(f, (grp + "/data").c_str(), H5P_DEFAULT));
+  st->indices = h5::Dataset(H5Dopen2(f, (grp + "/indices").c_str(), H5P_DEFAULT));
+  if (!indptr_d || !st->data || !st->indices) h5::fail(path, "cannot open the matrix datasets");
+  const auto pd = h5::dims(indptr_d.get());
+  if (pd.size() != 1 || std::int64_t(pd[0]) != n_cells + 1)
+    input_error(path, ": matrix/indptr has ", pd.empty() ? 0 : pd[0], " entries; expected ", n_cells + 1,
+                " (cells + 1)");
+  st->indptr.resize(size_t(n_cells + 1));
+  h5_read_1d(path, indptr_d.get(), grp + "/indptr", 0, n_cells + 1, H5T_NATIVE_INT64, st->indptr.data());
+  const auto dd = h5::dims(st->data.get()), id = h5::dims(st->indices.get());
+  if (dd.size() != 1 || id.size() != 1 || dd[0] != id[0])
+    input_error(path, ": matrix/data and matrix/indices differ in length");
+  const auto nnz = std::int64_t(dd[0]);
+  if (st->indptr.front() != 0 || st->indptr.back() != nnz)
+    input_error(path, ": matrix/indptr runs from ", st->indptr.front(), " to ", st->indptr.back(),
+                "; expected 0 to ", nnz, " (the entries of matrix/data)");
+  for (std::int64_t c = 0; c < n_cells; ++c)
+    if (st->indptr[size_t(c + 1)] < st->indptr[size_t(c)])
+      input_error(path, ": matrix/indptr decreases at cell ", c);
+}
+
+// Rows [r0, r1) of a 10x .h5's X (its cells), the kept genes' entries checked as read.
+void read_tenx_h5_rows(const CountFile::State* s, std::int64_t n_genes, std::int64_t n_kept,
+                       std::int64_t r0, std::int64_t r1, io::CsrBlock<float>& out) {
+  const std::int64_t e0 = s->indptr[size_t(r0)], e1 = s->indptr[size_t(r1)];
+  std::vector<std::int64_t> idx(size_t(e1 - e0));
+  std::vector<double> val(size_t(e1 - e0));
+  h5_read_1d(s->path, s->indices.get(), s->group + "/indices", e0, e1 - e0, H5T_NATIVE_INT64, idx.data());
+  h5_read_1d(s->path, s->data.get(), s->group + "/data", e0, e1 - e0, H5T_NATIVE_DOUBLE, val.data());
+  out.row_begin = r0;
+  out.row_end = r1;
+  out.ncols = n_kept;
+  out.row_offsets.assign(1, 0);
+  out.cols.clear();
+  out.values.clear();
+  for (std::int64_t c = r0; c < r1; ++c) {
+    for (std::int64_t e = s->indptr[size_t(c)]; e < s->indptr[size_t(c + 1)]; ++e) {
+      const auto g = idx[size_t(e - e0)];
+      if (g < 0 || g >= n_genes)
+        input_error(s->path, ": ", s->group, "/indices[", e, "] = ", g, " is outside [0, ", n_genes,
+                    ") at cell ", c);
+      const double v = val[size_t(e - e0)];
+      const float x = checked_count(s->path, v, s->group + "/data[" + std::to_string(e) + "]");
+      const auto col = s->gene_map[size_t(g)];
+      if (col < 0) continue;
+      out.cols.push_back(col);
+      out.values.push_back(x);
+    }
+    out.row_offsets.push_back(std::int64_t(out.cols.size()));
+  }
+}
+
+void open_tenx_h5(const std::string& path, std::shared_ptr<CountFile::State>& st, CountSource& src) {
+  h5::ErrorSilencer quiet;
+  if (!fs::exists(path)) input_error(path, ": no such file (-c/--counts)");
+  st->path = path;
+  st->file = h5::File(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
+  if (!st->file) h5::fail(path, "cannot open as HDF5 (a 10x Cell Ranger .h5)");
+  const hid_t f = st->file.get();
+  const std::string grp = tenx_matrix_group(path, f);
   st->group = grp;
   for (const char* d : {"data", "indices", "indptr", "shape", "barcodes"})
     if (!h5::exists(f, grp + "/" + d)) input_error(path, ": no dataset '", grp, "/", d, "' (a 10x Cell Ranger .h5)");
@@ -409,27 +505,7 @@ void open_tenx_h5(const std::string& path, std::shared_ptr<CountFile::State>& st
       kept.push_back(names[size_t(g)]);
     }
 
-  h5::Dataset indptr_d(H5Dopen2(f, (grp + "/indptr").c_str(), H5P_DEFAULT));
-  st->data = h5::Dataset(H5Dopen2(f, (grp + "/data").c_str(), H5P_DEFAULT));
-  st->indices = h5::Dataset(H5Dopen2(f, (grp + "/indices").c_str(), H5P_DEFAULT));
-  if (!indptr_d || !st->data || !st->indices) h5::fail(path, "cannot open the matrix datasets");
-  const auto pd = h5::dims(indptr_d.get());
-  if (pd.size() != 1 || std::int64_t(pd[0]) != n_cells + 1)
-    input_error(path, ": matrix/indptr has ", pd.empty() ? 0 : pd[0], " entries; expected ", n_cells + 1,
-                " (cells + 1)");
-  st->indptr.resize(size_t(n_cells + 1));
-  h5_read_1d(path, indptr_d.get(), grp + "/indptr", 0, n_cells + 1, H5T_NATIVE_INT64, st->indptr.data());
-  const auto dd = h5::dims(st->data.get()), id = h5::dims(st->indices.get());
-  if (dd.size() != 1 || id.size() != 1 || dd[0] != id[0])
-    input_error(path, ": matrix/data and matrix/indices differ in length");
-  const auto nnz = std::int64_t(dd[0]);
-  if (st->indptr.front() != 0 || st->indptr.back() != nnz)
-    input_error(path, ": matrix/indptr runs from ", st->indptr.front(), " to ", st->indptr.back(),
-                "; expected 0 to ", nnz, " (the entries of matrix/data)");
-  for (std::int64_t c = 0; c < n_cells; ++c)
-    if (st->indptr[size_t(c + 1)] < st->indptr[size_t(c)])
-      input_error(path, ": matrix/indptr decreases at cell ", c);
-
+  open_tenx_entries(path, f, grp, n_cells, st.get());
   src = CountSource{};
   src.n_obs = n_cells;
   src.n_vars = std::int64_t(kept.size());
@@ -439,32 +515,7 @@ void open_tenx_h5(const std::string& path, std::shared_ptr<CountFile::State>& st
   CountFile::State* s = st.get();
   const auto n_kept = src.n_vars;
   src.read_rows = [s, n_genes, n_kept](std::int64_t r0, std::int64_t r1, io::CsrBlock<float>& out) {
-    const std::int64_t e0 = s->indptr[size_t(r0)], e1 = s->indptr[size_t(r1)];
-    std::vector<std::int64_t> idx(size_t(e1 - e0));
-    std::vector<double> val(size_t(e1 - e0));
-    h5_read_1d(s->path, s->indices.get(), s->group + "/indices", e0, e1 - e0, H5T_NATIVE_INT64, idx.data());
-    h5_read_1d(s->path, s->data.get(), s->group + "/data", e0, e1 - e0, H5T_NATIVE_DOUBLE, val.data());
-    out.row_begin = r0;
-    out.row_end = r1;
-    out.ncols = n_kept;
-    out.row_offsets.assign(1, 0);
-    out.cols.clear();
-    out.values.clear();
-    for (std::int64_t c = r0; c < r1; ++c) {
-      for (std::int64_t e = s->indptr[size_t(c)]; e < s->indptr[size_t(c + 1)]; ++e) {
-        const auto g = idx[size_t(e - e0)];
-        if (g < 0 || g >= n_genes)
-          input_error(s->path, ": ", s->group, "/indices[", e, "] = ", g, " is outside [0, ", n_genes,
-                      ") at cell ", c);
-        const double v = val[size_t(e - e0)];
-        const float x = checked_count(s->path, v, s->group + "/data[" + std::to_string(e) + "]");
-        const auto col = s->gene_map[size_t(g)];
-        if (col < 0) continue;
-        out.cols.push_back(col);
-        out.values.push_back(x);
-      }
-      out.row_offsets.push_back(std::int64_t(out.cols.size()));
-    }
+    read_tenx_h5_rows(s, n_genes, n_kept, r0, r1, out);
   };
 }
 

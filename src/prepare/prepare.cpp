@@ -205,8 +205,10 @@ GeneStatistics highvar_genes(const std::vector<double>& mean, const std::vector<
   return s;
 }
 
-PrepareResult prepare_counts(const CountSource& src, const PrepareOptions& opts) {
-  Kokkos::Profiling::ScopedRegion region("knmf::prepare");
+namespace {
+
+// The count matrix and the options, checked before anything is read.
+void check_prepare_input(const CountSource& src, const PrepareOptions& opts) {
   if (src.n_obs <= 0 || src.n_vars <= 0)
     input_error(src.name, ": the count matrix is empty (", src.n_obs, " cells x ", src.n_vars,
                 " genes)");
@@ -218,25 +220,187 @@ PrepareResult prepare_counts(const CountSource& src, const PrepareOptions& opts)
     input_error("--numgenes = ", opts.num_highvar_genes, ": must be at least 1");
   if (!(opts.target_sum > 0) || !std::isfinite(opts.target_sum))
     input_error("target sum = ", opts.target_sum, ": must be finite and positive");
+}
+
+// Pass 1: cell totals (float32, as scipy) and gene totals.
+void count_totals(const CountSource& src, io::CsrBlock<float>& block, std::vector<float>& totals,
+                  std::vector<double>& gene_total) {
+  Kokkos::Profiling::ScopedRegion r("knmf::prepare::totals");
+  for_each_block(src, block, [&](const io::CsrBlock<float>& b) {
+    for (std::int64_t i = 0; i < b.rows(); ++i) {
+      totals[size_t(b.row_begin + i)] = row_total(b, i);
+      for (std::int64_t e = b.row_offsets[size_t(i)]; e < b.row_offsets[size_t(i) + 1]; ++e)
+        gene_total[size_t(b.cols[size_t(e)])] += b.values[size_t(e)];
+    }
+  });
+}
+
+// A given TPM matrix (--tpm) must have the counts' shape and genes.
+void check_tpm_input(const CountSource& t, const CountSource& src) {
+  const auto g = size_t(src.n_vars);
+  if (t.n_obs != src.n_obs || t.n_vars != src.n_vars)
+    input_error(t.name, ": the TPM matrix is ", t.n_obs, " cells x ", t.n_vars, " genes, the counts ",
+                src.n_obs, " x ", src.n_vars);
+  if (!t.var_names.empty() && !src.var_names.empty())
+    for (size_t j = 0; j < g; ++j)
+      if (t.var_names[j] != src.var_names[j])
+        input_error(t.name, ": gene ", j, " of the TPM matrix is '", t.var_names[j], "', of the counts '",
+                    src.var_names[j], "' (the genes must be the same, in the same order)");
+}
+
+// Pass 2: TPM (the counts' scaled to `target` per cell, or the given TPM's), its gene means and
+// E[x^2] over the kept cells (total > 0); with keep_tpm, the TPM rows of those cells in `tpm`.
+void tpm_moments(const CountSource& src, const PrepareOptions& opts, io::CsrBlock<float>& block,
+                 const std::vector<float>& totals, double inv_n, std::vector<double>& tpm_mean,
+                 std::vector<double>& tpm_sq, io::CsrBlock<float>& tpm) {
+  const float target = float(opts.target_sum);
+  Kokkos::Profiling::ScopedRegion r("knmf::prepare::tpm");
+  for_each_block(opts.tpm ? *opts.tpm : src, block, [&](const io::CsrBlock<float>& b) {
+    for (std::int64_t i = 0; i < b.rows(); ++i) {
+      const float total = totals[size_t(b.row_begin + i)];
+      if (!(total > 0)) continue;
+      const float scale = opts.tpm ? 1.0f : target / total;
+      for (std::int64_t e = b.row_offsets[size_t(i)]; e < b.row_offsets[size_t(i) + 1]; ++e) {
+        const float t = opts.tpm ? b.values[size_t(e)] : b.values[size_t(e)] * scale;
+        const auto j = size_t(b.cols[size_t(e)]);
+        tpm_mean[j] += double(t) * inv_n;
+        tpm_sq[j] += (double(t) * double(t)) * inv_n;
+        if (opts.keep_tpm) {
+          tpm.cols.push_back(b.cols[size_t(e)]);
+          tpm.values.push_back(t);
+        }
+      }
+      if (opts.keep_tpm) tpm.row_offsets.push_back(tpm.nnz());
+    }
+  });
+}
+
+// The genes of the normalized counts: the highly variable ones (their statistics from the TPM
+// moments of the genes with counts, or of every gene with zero_genes_in_statistics), or those
+// of opts.genes (in their order). Every gene's statistics go to `st`.
+std::vector<std::int32_t> select_genes(const CountSource& src, const PrepareOptions& opts,
+                                       const std::vector<std::string>& var_names,
+                                       const std::vector<double>& gene_total,
+                                       const std::vector<double>& tpm_mean,
+                                       const std::vector<double>& tpm_sq, GeneStatistics& st) {
+  const auto g = size_t(src.n_vars);
+  std::vector<std::int32_t> selected;
+  std::vector<double> m, v;
+  std::vector<std::int32_t> pos;
+  for (size_t j = 0; j < g; ++j) {
+    if (!(gene_total[j] > 0) && !opts.zero_genes_in_statistics) continue;
+    pos.push_back(std::int32_t(j));
+    m.push_back(tpm_mean[j]);
+    v.push_back(tpm_sq[j] - tpm_mean[j] * tpm_mean[j]);
+  }
+  const int numgenes = opts.genes.empty() ? opts.num_highvar_genes : 1;
+  const auto hv = highvar_genes(m, v, numgenes);
+  st.A = hv.A;
+  st.B = hv.B;
+  st.mean.assign(g, 0.0);
+  st.var.assign(g, 0.0);
+  st.fano.assign(g, kNaN);
+  st.expected_fano.assign(g, kNaN);
+  st.fano_ratio.assign(g, kNaN);
+  st.high_var.assign(g, 0);
+  for (size_t i = 0; i < pos.size(); ++i) {
+    const auto j = size_t(pos[i]);
+    st.mean[j] = hv.mean[i];
+    st.var[j] = hv.var[i];
+    st.fano[j] = hv.fano[i];
+    st.expected_fano[j] = hv.expected_fano[i];
+    st.fano_ratio[j] = hv.fano_ratio[i];
+    if (opts.genes.empty()) st.high_var[j] = hv.high_var[i];
+  }
+  if (opts.genes.empty()) {
+    for (size_t j = 0; j < g; ++j)
+      if (st.high_var[j]) selected.push_back(std::int32_t(j));
+  } else {
+    std::unordered_map<std::string, std::int32_t> where;
+    for (size_t j = g; j-- > 0;) where[var_names[j]] = std::int32_t(j);  // first occurrence wins
+    for (const auto& name : opts.genes) {
+      const auto it = where.find(name);
+      if (it == where.end())
+        input_error(src.name, ": gene '", name, "' of the given gene list is not among the ",
+                    g, " genes of the count matrix");
+      selected.push_back(it->second);
+      st.high_var[size_t(it->second)] = 1;
+    }
+  }
+  return selected;
+}
+
+// Pass 3: raw counts of the selected genes (`out_col`: each gene's column, -1 for the others)
+// for the kept cells, duplicate entries summed, appended to X; column means and E[x^2] in
+// `mean` and `sq`; the cells without a count of them counted in zero_hvg_cells.
+void selected_counts(const CountSource& src, io::CsrBlock<float>& block,
+                     const std::vector<float>& totals, const std::vector<std::int32_t>& out_col,
+                     double inv_n, io::CsrBlock<double>& X, std::vector<double>& mean,
+                     std::vector<double>& sq, std::int64_t& zero_hvg_cells) {
+  Kokkos::Profiling::ScopedRegion r("knmf::prepare::scale");
+  std::vector<std::pair<std::int32_t, double>> row;
+  for_each_block(src, block, [&](const io::CsrBlock<float>& b) {
+    for (std::int64_t i = 0; i < b.rows(); ++i) {
+      if (!(totals[size_t(b.row_begin + i)] > 0)) continue;
+      row.clear();
+      for (std::int64_t e = b.row_offsets[size_t(i)]; e < b.row_offsets[size_t(i) + 1]; ++e) {
+        const auto c = out_col[size_t(b.cols[size_t(e)])];
+        if (c >= 0) row.emplace_back(c, double(b.values[size_t(e)]));
+      }
+      std::stable_sort(row.begin(), row.end(),
+                       [](const auto& a, const auto& b2) { return a.first < b2.first; });
+      for (size_t e = 0; e < row.size(); ++e) {
+        if (e > 0 && row[e].first == X.cols.back()) {
+          X.values.back() += row[e].second;  // duplicate entry: summed
+          continue;
+        }
+        X.cols.push_back(row[e].first);
+        X.values.push_back(row[e].second);
+      }
+      const std::int64_t row_start = X.row_offsets.back();
+      if (X.nnz() == row_start) ++zero_hvg_cells;
+      for (std::int64_t e = row_start; e < X.nnz(); ++e) {
+        const double x = X.values[size_t(e)];
+        mean[size_t(X.cols[size_t(e)])] += x * inv_n;
+        sq[size_t(X.cols[size_t(e)])] += (x * x) * inv_n;
+      }
+      X.row_offsets.push_back(X.nnz());
+    }
+  });
+}
+
+// Unit variance without centering: var (ddof 1) = (E[x^2] - E[x]^2) n / (n - 1). The genes'
+// standard deviations (1 where 0 or NaN) in gene_std.
+void scale_to_unit_variance(io::CsrBlock<double>& X, const std::vector<double>& mean,
+                            const std::vector<double>& sq, std::int64_t n,
+                            std::vector<double>& gene_std) {
+  const auto k = mean.size();
+  gene_std.resize(k);
+  std::vector<double> inv_std(k);
+  for (size_t c = 0; c < k; ++c) {
+    const double var = (sq[c] - mean[c] * mean[c]) * double(n) / double(n - 1);
+    double sd = std::sqrt(var);
+    if (sd == 0.0 || std::isnan(sd)) sd = 1.0;
+    gene_std[c] = sd;
+    inv_std[c] = 1.0 / sd;
+  }
+  for (size_t e = 0; e < X.values.size(); ++e) X.values[e] *= inv_std[size_t(X.cols[e])];
+}
+
+}  // namespace
+
+PrepareResult prepare_counts(const CountSource& src, const PrepareOptions& opts) {
+  Kokkos::Profiling::ScopedRegion region("knmf::prepare");
+  check_prepare_input(src, opts);
 
   const auto g = size_t(src.n_vars);
   const auto var_names = src.var_names.empty() ? default_names(src.n_vars) : src.var_names;
   io::CsrBlock<float> block;
   PrepareResult res;
 
-  // Pass 1: cell totals (float32, as scipy) and gene totals.
   std::vector<float> totals(size_t(src.n_obs));
   std::vector<double> gene_total(g, 0.0);
-  {
-    Kokkos::Profiling::ScopedRegion r("knmf::prepare::totals");
-    for_each_block(src, block, [&](const io::CsrBlock<float>& b) {
-      for (std::int64_t i = 0; i < b.rows(); ++i) {
-        totals[size_t(b.row_begin + i)] = row_total(b, i);
-        for (std::int64_t e = b.row_offsets[size_t(i)]; e < b.row_offsets[size_t(i) + 1]; ++e)
-          gene_total[size_t(b.cols[size_t(e)])] += b.values[size_t(e)];
-      }
-    });
-  }
+  count_totals(src, block, totals, gene_total);
   for (std::int64_t c = 0; c < src.n_obs; ++c)
     if (totals[size_t(c)] > 0) res.cells.push_back(c);
   res.zero_cells = src.n_obs - std::int64_t(res.cells.size());
@@ -247,95 +411,18 @@ PrepareResult prepare_counts(const CountSource& src, const PrepareOptions& opts)
   if (res.zero_genes == src.n_vars) input_error(src.name, ": every gene has total count 0");
   const double inv_n = 1.0 / double(n);
 
-  // Pass 2: TPM, its gene means and variances (over kept cells).
   std::vector<double> tpm_mean(g, 0.0), tpm_sq(g, 0.0);
-  const float target = float(opts.target_sum);
   if (opts.keep_tpm) {
     res.tpm = io::CsrBlock<float>{};
     res.tpm.row_begin = 0;
     res.tpm.row_end = n;
     res.tpm.ncols = src.n_vars;
   }
-  if (opts.tpm) {
-    const auto& t = *opts.tpm;
-    if (t.n_obs != src.n_obs || t.n_vars != src.n_vars)
-      input_error(t.name, ": the TPM matrix is ", t.n_obs, " cells x ", t.n_vars, " genes, the counts ",
-                  src.n_obs, " x ", src.n_vars);
-    if (!t.var_names.empty() && !src.var_names.empty())
-      for (size_t j = 0; j < g; ++j)
-        if (t.var_names[j] != src.var_names[j])
-          input_error(t.name, ": gene ", j, " of the TPM matrix is '", t.var_names[j], "', of the counts '",
-                      src.var_names[j], "' (the genes must be the same, in the same order)");
-  }
-  {
-    Kokkos::Profiling::ScopedRegion r("knmf::prepare::tpm");
-    for_each_block(opts.tpm ? *opts.tpm : src, block, [&](const io::CsrBlock<float>& b) {
-      for (std::int64_t i = 0; i < b.rows(); ++i) {
-        const float total = totals[size_t(b.row_begin + i)];
-        if (!(total > 0)) continue;
-        const float scale = opts.tpm ? 1.0f : target / total;
-        for (std::int64_t e = b.row_offsets[size_t(i)]; e < b.row_offsets[size_t(i) + 1]; ++e) {
-          const float t = opts.tpm ? b.values[size_t(e)] : b.values[size_t(e)] * scale;
-          const auto j = size_t(b.cols[size_t(e)]);
-          tpm_mean[j] += double(t) * inv_n;
-          tpm_sq[j] += (double(t) * double(t)) * inv_n;
-          if (opts.keep_tpm) {
-            res.tpm.cols.push_back(b.cols[size_t(e)]);
-            res.tpm.values.push_back(t);
-          }
-        }
-        if (opts.keep_tpm) res.tpm.row_offsets.push_back(res.tpm.nnz());
-      }
-    });
-  }
+  if (opts.tpm) check_tpm_input(*opts.tpm, src);
+  tpm_moments(src, opts, block, totals, inv_n, tpm_mean, tpm_sq, res.tpm);
 
-  // Highly variable genes among the genes with counts.
-  std::vector<std::int32_t> selected;
-  {
-    std::vector<double> m, v;
-    std::vector<std::int32_t> pos;
-    for (size_t j = 0; j < g; ++j) {
-      if (!(gene_total[j] > 0) && !opts.zero_genes_in_statistics) continue;
-      pos.push_back(std::int32_t(j));
-      m.push_back(tpm_mean[j]);
-      v.push_back(tpm_sq[j] - tpm_mean[j] * tpm_mean[j]);
-    }
-    const int numgenes = opts.genes.empty() ? opts.num_highvar_genes : 1;
-    const auto hv = highvar_genes(m, v, numgenes);
-    auto& st = res.stats;
-    st.A = hv.A;
-    st.B = hv.B;
-    st.mean.assign(g, 0.0);
-    st.var.assign(g, 0.0);
-    st.fano.assign(g, kNaN);
-    st.expected_fano.assign(g, kNaN);
-    st.fano_ratio.assign(g, kNaN);
-    st.high_var.assign(g, 0);
-    for (size_t i = 0; i < pos.size(); ++i) {
-      const auto j = size_t(pos[i]);
-      st.mean[j] = hv.mean[i];
-      st.var[j] = hv.var[i];
-      st.fano[j] = hv.fano[i];
-      st.expected_fano[j] = hv.expected_fano[i];
-      st.fano_ratio[j] = hv.fano_ratio[i];
-      if (opts.genes.empty()) st.high_var[j] = hv.high_var[i];
-    }
-    if (opts.genes.empty()) {
-      for (size_t j = 0; j < g; ++j)
-        if (st.high_var[j]) selected.push_back(std::int32_t(j));
-    } else {
-      std::unordered_map<std::string, std::int32_t> where;
-      for (size_t j = g; j-- > 0;) where[var_names[j]] = std::int32_t(j);  // first occurrence wins
-      for (const auto& name : opts.genes) {
-        const auto it = where.find(name);
-        if (it == where.end())
-          input_error(src.name, ": gene '", name, "' of the given gene list is not among the ",
-                      g, " genes of the count matrix");
-        selected.push_back(it->second);
-        st.high_var[size_t(it->second)] = 1;
-      }
-    }
-  }
+  const std::vector<std::int32_t> selected =
+      select_genes(src, opts, var_names, gene_total, tpm_mean, tpm_sq, res.stats);
   const auto k = selected.size();
   std::vector<std::int32_t> out_col(g, -1);
   for (size_t c = 0; c < k; ++c) {
@@ -344,56 +431,14 @@ PrepareResult prepare_counts(const CountSource& src, const PrepareOptions& opts)
     out_col[size_t(selected[c])] = std::int32_t(c);
   }
 
-  // Pass 3: raw counts of the selected genes for kept cells; column means and E[x^2].
   auto& X = res.norm_counts;
   X = io::CsrBlock<double>{};
   X.row_begin = 0;
   X.row_end = n;
   X.ncols = std::int64_t(k);
   std::vector<double> mean(k, 0.0), sq(k, 0.0);
-  {
-    Kokkos::Profiling::ScopedRegion r("knmf::prepare::scale");
-    std::vector<std::pair<std::int32_t, double>> row;
-    for_each_block(src, block, [&](const io::CsrBlock<float>& b) {
-      for (std::int64_t i = 0; i < b.rows(); ++i) {
-        if (!(totals[size_t(b.row_begin + i)] > 0)) continue;
-        row.clear();
-        for (std::int64_t e = b.row_offsets[size_t(i)]; e < b.row_offsets[size_t(i) + 1]; ++e) {
-          const auto c = out_col[size_t(b.cols[size_t(e)])];
-          if (c >= 0) row.emplace_back(c, double(b.values[size_t(e)]));
-        }
-        std::stable_sort(row.begin(), row.end(),
-                         [](const auto& a, const auto& b2) { return a.first < b2.first; });
-        for (size_t e = 0; e < row.size(); ++e) {
-          if (e > 0 && row[e].first == X.cols.back()) {
-            X.values.back() += row[e].second;  // duplicate entry: summed
-            continue;
-          }
-          X.cols.push_back(row[e].first);
-          X.values.push_back(row[e].second);
-        }
-        const std::int64_t row_start = X.row_offsets.back();
-        if (X.nnz() == row_start) ++res.zero_hvg_cells;
-        for (std::int64_t e = row_start; e < X.nnz(); ++e) {
-          const double x = X.values[size_t(e)];
-          mean[size_t(X.cols[size_t(e)])] += x * inv_n;
-          sq[size_t(X.cols[size_t(e)])] += (x * x) * inv_n;
-        }
-        X.row_offsets.push_back(X.nnz());
-      }
-    });
-  }
-  // Unit variance without centering: var (ddof 1) = (E[x^2] - E[x]^2) n / (n - 1).
-  res.gene_std.resize(k);
-  std::vector<double> inv_std(k);
-  for (size_t c = 0; c < k; ++c) {
-    const double var = (sq[c] - mean[c] * mean[c]) * double(n) / double(n - 1);
-    double sd = std::sqrt(var);
-    if (sd == 0.0 || std::isnan(sd)) sd = 1.0;
-    res.gene_std[c] = sd;
-    inv_std[c] = 1.0 / sd;
-  }
-  for (size_t e = 0; e < X.values.size(); ++e) X.values[e] *= inv_std[size_t(X.cols[e])];
+  selected_counts(src, block, totals, out_col, inv_n, X, mean, sq, res.zero_hvg_cells);
+  scale_to_unit_variance(X, mean, sq, n, res.gene_std);
 
   res.genes = selected;
   res.gene_names.resize(k);

@@ -7,10 +7,10 @@
 /// headers), which HDF5 may write in any order, so the file is never modified in place.
 /// The update builds a new file under a temporary name in the same folder (every object of
 /// the original copied with H5Ocopy, the additions written), closes and syncs it, and renames
-/// it over the original. rename() is atomic: a reader (or a process killed at any moment)
-/// sees the old file or the new one. The original is only read (never opened for writing by
-/// HDF5), under an exclusive flock() that keeps `knmf factorize` (whose HDF5 write access
-/// takes the same lock) and a second update out meanwhile.
+/// it over the original (AtomicFile::commit). The rename is atomic: a reader (or a process
+/// killed at any moment) sees the old file or the new one. The original is only read (never
+/// opened for writing by HDF5), under an exclusive flock() that keeps `knmf factorize` (whose
+/// HDF5 write access takes the same lock) and a second update out meanwhile.
 
 #include <fcntl.h>
 #include <sys/file.h>

@@ -1,5 +1,5 @@
 #pragma once
-// Progress lines on stderr for long runs (internal).
+// Progress lines on the run's log stream for long runs (internal).
 #include <chrono>
 #include <cstdint>
 #include <cstdio>

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 
 #include "consensus_fixtures.hpp"
 #include "knmf/consensus/cnmf_mode.hpp"
@@ -97,11 +98,11 @@ TEST_F(CnmfMode, CombinesReplicateFilesLikeCnmfCombine) {
   EXPECT_EQ(got.data, ref.data);
   EXPECT_EQ(m.values.values, ref.data);
   // consensus from the replicate files equals consensus from cNMF's merged file
-  auto from_files = run_cnmf_consensus(ExecSpace(), request({6}));
+  auto from_files = run_cnmf_consensus(ExecSpace(), request({6}), std::cerr);
   const auto spectra_files = io::read_df_npz(paths->consensus_spectra(6, 0.5));
   fs::remove(paths->iter_spectra(6, 0));  // now only the merged file can serve (others exist:
   for (int r = 1; r < 20; ++r) fs::remove(paths->iter_spectra(6, r));  // remove them all)
-  auto from_merged = run_cnmf_consensus(ExecSpace(), request({6}));
+  auto from_merged = run_cnmf_consensus(ExecSpace(), request({6}), std::cerr);
   EXPECT_EQ(io::read_df_npz(paths->consensus_spectra(6, 0.5)).data, spectra_files.data);
   EXPECT_EQ(from_files[0].result.refit.W.values, from_merged[0].result.refit.W.values);
 }
@@ -110,16 +111,16 @@ TEST_F(CnmfMode, BadInputsAreOneLineErrorsAndWriteNothing) {
   for (double t : {0.0, -1.0, 2.5}) {
     auto req = request({7});
     req.options.local_density_threshold = t;
-    expect_input_error([&] { run_cnmf_consensus(ExecSpace(), req); },
+    expect_input_error([&] { run_cnmf_consensus(ExecSpace(), req, std::cerr); },
                        {"--local-density-threshold", "0 < t <= 2"});
   }
   // a k with no replicate files (and no merged file); k = 7 before it is not written either
-  expect_input_error([&] { run_cnmf_consensus(ExecSpace(), request({7, 9})); },
+  expect_input_error([&] { run_cnmf_consensus(ExecSpace(), request({7, 9}), std::cerr); },
                      {"k = 9", "no replicate spectra", "pbmcA.nmf_params.df.npz", "pbmcA.spectra.k_9.merged.df.npz"});
   // one replicate file missing among the others
   split_merged(5);
   fs::remove(paths->iter_spectra(5, 13));
-  expect_input_error([&] { run_cnmf_consensus(ExecSpace(), request({5})); },
+  expect_input_error([&] { run_cnmf_consensus(ExecSpace(), request({5}), std::cerr); },
                      {paths->iter_spectra(5, 13), "missing", "19 of the 20"});
   // mismatched gene lists between replicates
   split_merged(8);
@@ -130,13 +131,13 @@ TEST_F(CnmfMode, BadInputsAreOneLineErrorsAndWriteNothing) {
     std::swap(genes[10], genes[11]);
     io::write_cnmf_spectra(paths->iter_spectra(8, 4), df.data.data(), 8, df.cols, genes);
   }
-  expect_input_error([&] { run_cnmf_consensus(ExecSpace(), request({8})); },
+  expect_input_error([&] { run_cnmf_consensus(ExecSpace(), request({8}), std::cerr); },
                      {paths->iter_spectra(8, 4), "genes differ", "gene 10"});
   CnmfKSelectionRequest ks;
   ks.output_dir = tmp.path().string();
   ks.name = "pbmcA";
   ks.components = {6, 8};
-  expect_input_error([&] { run_cnmf_k_selection(ExecSpace(), ks); }, {paths->iter_spectra(8, 4)});
+  expect_input_error([&] { run_cnmf_k_selection(ExecSpace(), ks, std::cerr); }, {paths->iter_spectra(8, 4)});
   // a beta_loss the refits cannot run: unknown, or not frobenius with solver cd (a KL run
   // with solver mu is refitted with its loss: test_consensus_beta.cpp)
   {
@@ -144,14 +145,14 @@ TEST_F(CnmfMode, BadInputsAreOneLineErrorsAndWriteNothing) {
     y << "alpha_H: 0.0\nalpha_W: 0.0\nbeta_loss: poisson\ninit: random\nl1_ratio: 0.0\n"
          "max_iter: 1000\nsolver: mu\ntol: 0.0001\n";
   }
-  expect_input_error([&] { run_cnmf_consensus(ExecSpace(), request({7})); },
+  expect_input_error([&] { run_cnmf_consensus(ExecSpace(), request({7}), std::cerr); },
                      {"nmf_idvrun_params.yaml", "beta_loss", "'poisson'"});
   {
     std::ofstream y(paths->nmf_run_parameters());
     y << "alpha_H: 0.0\nalpha_W: 0.0\nbeta_loss: kullback-leibler\ninit: random\nl1_ratio: 0.0\n"
          "max_iter: 1000\nsolver: cd\ntol: 0.0001\n";
   }
-  expect_input_error([&] { run_cnmf_consensus(ExecSpace(), request({7})); },
+  expect_input_error([&] { run_cnmf_consensus(ExecSpace(), request({7}), std::cerr); },
                      {"nmf_idvrun_params.yaml", "solver cd", "kullback-leibler"});
 }
 
@@ -182,7 +183,7 @@ TEST_F(CnmfMode, NativeResultsFileGivesTheSameConsensus) {
   EXPECT_THROW(
       {
         try {
-          run_native_consensus(ExecSpace(), req);
+          run_native_consensus(ExecSpace(), req, std::cerr);
         } catch (const InputError& e) {
           EXPECT_NE(std::string(e.what()).find("iter 19"), std::string::npos) << e.what();
           throw;
@@ -205,8 +206,8 @@ TEST_F(CnmfMode, NativeResultsFileGivesTheSameConsensus) {
   }
   req.tpm = paths->tpm();
   req.tpm_stats = paths->tpm_stats();
-  const auto native = run_native_consensus(ExecSpace(), req);
-  const auto cnmf = run_cnmf_consensus(ExecSpace(), request({7}));
+  const auto native = run_native_consensus(ExecSpace(), req, std::cerr);
+  const auto cnmf = run_cnmf_consensus(ExecSpace(), request({7}), std::cerr);
   const io::CnmfPaths np(req.output_dir, "pbmcA");
   // the results file holds the consensus, equal to cNMF mode's files
   {
@@ -291,7 +292,7 @@ TEST_F(CnmfMode, NativeResultsFileGivesTheSameConsensus) {
   kr.output_dir = tmp.path().string();
   kr.name = "pbmcA";
   kr.components = {7};
-  const auto rows2 = run_cnmf_k_selection(ExecSpace(), kr);
+  const auto rows2 = run_cnmf_k_selection(ExecSpace(), kr, std::cerr);
   ASSERT_EQ(rows.size(), 1u);
   EXPECT_EQ(rows[0].silhouette, rows2[0].silhouette);
   EXPECT_EQ(rows[0].prediction_error, rows2[0].prediction_error);
@@ -312,8 +313,8 @@ TEST_F(CnmfMode, NativeResultsFileGivesTheSameConsensus) {
   only.results = results;
   only.components = {7};
   only.options.local_density_threshold = 0.3;
-  const auto at03 = run_native_consensus(ExecSpace(), only);
-  run_native_consensus(ExecSpace(), only);
+  const auto at03 = run_native_consensus(ExecSpace(), only, std::cerr);
+  run_native_consensus(ExecSpace(), only, std::cerr);
   EXPECT_EQ(list_files(tmp.path()), before) << "files written without an output folder";
   {
     const auto reader = io::ResultsReader::open(results);
@@ -330,19 +331,19 @@ TEST_F(CnmfMode, NativeResultsFileGivesTheSameConsensus) {
   }
   // nothing to write, or a results file another process writes: refused before any work
   only.update_results = false;
-  expect_input_error([&] { run_native_consensus(ExecSpace(), only); }, {"nothing to write"});
+  expect_input_error([&] { run_native_consensus(ExecSpace(), only, std::cerr); }, {"nothing to write"});
 }
 
 /// Every file consensus and k-selection write stores its data with the dtype of cNMF's own
 /// file (float32 for the usages and gene_spectra_tpm, as cNMF's TPM is float32; float64
 /// for the rest), and labels of the same kind (int or str).
 TEST_F(CnmfMode, OutputDtypesAreCnmfs) {
-  run_cnmf_consensus(ExecSpace(), request({7}));
+  run_cnmf_consensus(ExecSpace(), request({7}), std::cerr);
   CnmfKSelectionRequest ks;
   ks.output_dir = tmp.path().string();
   ks.name = "pbmcA";
   ks.components = {7};
-  run_cnmf_k_selection(ExecSpace(), ks);
+  run_cnmf_k_selection(ExecSpace(), ks, std::cerr);
   const fs::path ref = pbmc_dir() / "reference" / "pbmcA";
   const std::vector<std::string> files = {
       "cnmf_tmp/pbmcA.spectra.k_7.dt_0_5.consensus.df.npz",
@@ -370,11 +371,11 @@ TEST_F(CnmfMode, OutputDtypesAreCnmfs) {
 /// numpy/pandas load every output exactly as cNMF loads it: same shape, labels and label
 /// dtypes as cNMF's own files, and the .txt copies read back as the same table.
 TEST_F(CnmfMode, PandasLoadsTheOutputsAsCnmfWritesThem) {
-  run_cnmf_consensus(ExecSpace(), request({7}));
+  run_cnmf_consensus(ExecSpace(), request({7}), std::cerr);
   CnmfKSelectionRequest ks;
   ks.output_dir = tmp.path().string();
   ks.name = "pbmcA";
-  run_cnmf_k_selection(ExecSpace(), ks);
+  run_cnmf_k_selection(ExecSpace(), ks, std::cerr);
   const char* py = "/usr/bin/python3";
   if (!fs::exists(py) ||
       std::system("/usr/bin/python3 -c 'import numpy, pandas' >/dev/null 2>&1") != 0) {
@@ -468,8 +469,8 @@ TEST_F(CnmfMode, NativeModeLeavesOutNonFiniteReplicates) {
   a.components = {7};
   NativeRequest b = a;
   b.results = zeroed;
-  const auto ca = run_native_consensus(ExecSpace(), a);
-  const auto cb = run_native_consensus(ExecSpace(), b);
+  const auto ca = run_native_consensus(ExecSpace(), a, std::cerr);
+  const auto cb = run_native_consensus(ExecSpace(), b, std::cerr);
   ASSERT_EQ(ca.size(), 1u);
   ASSERT_EQ(cb.size(), 1u);
   EXPECT_EQ(ca[0].result.spectra.values, cb[0].result.spectra.values);
@@ -492,7 +493,7 @@ TEST_F(CnmfMode, NativeModeLeavesOutNonFiniteReplicates) {
   write(none, 1, true);
   NativeRequest c = a;
   c.results = none;
-  expect_input_error([&] { run_native_consensus(ExecSpace(), c); },
+  expect_input_error([&] { run_native_consensus(ExecSpace(), c, std::cerr); },
                      {none, "k = 7", "all 20 replicates are non_finite"});
   expect_input_error([&] { run_native_k_selection(ExecSpace(), c); },
                      {none, "all 20 replicates are non_finite"});

@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <string>
 
 #include "consensus_fixtures.hpp"
@@ -61,7 +62,7 @@ TEST(ConsensusBeta, KullbackLeiblerConsensusMatchesCnmf) {
   for (int k : {3, 4}) {
     TempDir tmp("knmf-consensus-kl");
     make_kl_run(tmp.path());
-    const auto out = run_cnmf_consensus(ExecSpace(), request(tmp.path(), k));
+    const auto out = run_cnmf_consensus(ExecSpace(), request(tmp.path(), k), std::cerr);
     ASSERT_EQ(out.size(), 1u);
     const auto& r = out[0].result;
     EXPECT_TRUE(out[0].float32);
@@ -115,7 +116,7 @@ TEST(ConsensusBeta, FrobeniusRefitsWouldNotMatch) {
   std::ofstream(paths.nmf_run_parameters())
       << "alpha_H: 0.0\nalpha_W: 0.0\nbeta_loss: frobenius\ninit: random\nl1_ratio: 0.0\n"
          "max_iter: 1000\nsolver: cd\ntol: 0.0001\n";
-  run_cnmf_consensus(ExecSpace(), request(tmp.path(), 3));
+  run_cnmf_consensus(ExecSpace(), request(tmp.path(), 3), std::cerr);
   const double usages = table_rel_diff(io::read_df_npz(paths.consensus_usages(3, 2.0)),
                                        kl_csr_ref("usages.k_3.dt_2_0.consensus.df.npz"));
   std::printf("k=3 refit as frobenius: usages %.3g from cNMF's KL consensus\n", usages);
@@ -129,7 +130,7 @@ TEST(ConsensusBeta, KullbackLeiblerKSelectionMatchesCnmf) {
   req.output_dir = tmp.path().string();
   req.name = kName;
   req.options.local_neighborhood_size = 0.5;
-  const auto rows = run_cnmf_k_selection(ExecSpace(), req);
+  const auto rows = run_cnmf_k_selection(ExecSpace(), req, std::cerr);
   ASSERT_EQ(rows.size(), 2u);
   const auto got = io::read_df_npz(io::CnmfPaths(req.output_dir, kName).k_selection_stats());
   ASSERT_EQ(got.rows, 2);

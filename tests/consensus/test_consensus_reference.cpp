@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <iostream>
 
 #include "consensus_fixtures.hpp"
 #include "knmf/consensus/cnmf_mode.hpp"
@@ -28,7 +29,7 @@ TEST_F(Reference, ConsensusK7MatchesCnmf) {
   req.name = "pbmcA";
   req.components = {7};
   req.options.local_density_threshold = 0.5;
-  const auto out = run_cnmf_consensus(ExecSpace(), req);
+  const auto out = run_cnmf_consensus(ExecSpace(), req, std::cerr);
   ASSERT_EQ(out.size(), 1u);
   const auto& r = out[0].result;
   std::printf("k=7: %zu of 140 spectra kept, usage refit %d iterations (%s), TPM spectra refit %d, "
@@ -96,7 +97,7 @@ TEST_F(Reference, KSelectionStatsMatchCnmf) {
   CnmfKSelectionRequest req;
   req.output_dir = tmp.path().string();
   req.name = "pbmcA";
-  const auto rows = run_cnmf_k_selection(ExecSpace(), req);
+  const auto rows = run_cnmf_k_selection(ExecSpace(), req, std::cerr);
   const auto ref = io::read_df_npz((pbmc_dir() / "reference" / "pbmcA" / "pbmcA.k_selection_stats.df.npz").string());
   const auto got = io::read_df_npz(io::CnmfPaths(req.output_dir, "pbmcA").k_selection_stats());
   ASSERT_EQ(rows.size(), 4u);

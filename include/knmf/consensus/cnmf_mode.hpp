@@ -9,6 +9,7 @@
 /// `cnmf combine` does, and the `.merged` file written), or, when none of those exist, from
 /// an existing `cnmf_tmp/NAME.spectra.k_K.merged.df.npz`.
 
+#include <iosfwd>
 #include <string>
 #include <vector>
 
@@ -71,9 +72,12 @@ struct CnmfConsensusOutcome {
 /// `cnmf consensus`: for each k, the consensus files (spectra, usages, and with tpm.h5ad the
 /// gene_spectra_tpm, gene_spectra_score and starcat_spectra), each `.df.npz` in cnmf_tmp/ and
 /// the tab-separated `.txt` copy in the run folder, plus the local density cache. All inputs
-/// are checked before anything is written, and every writer is atomic.
+/// are checked before anything is written, and every writer is atomic. Warnings (unknown keys
+/// of the run's parameters, the consensus' warnings, each once) are written to `log` as
+/// "knmf: warning: ..." lines.
 std::vector<CnmfConsensusOutcome> run_cnmf_consensus(const ExecSpace& space,
-                                                     const CnmfConsensusRequest& req);
+                                                     const CnmfConsensusRequest& req,
+                                                     std::ostream& log);
 
 struct CnmfKSelectionRequest {
   std::string output_dir = ".";
@@ -84,9 +88,11 @@ struct CnmfKSelectionRequest {
 
 /// `cnmf k_selection_plot`'s table: writes NAME.k_selection_stats.df.npz (columns k,
 /// local_density_threshold, silhouette, prediction_error; RangeIndex) and returns its rows.
-/// The plot is drawn by write_k_selection_plot (knmf/consensus/plot.hpp).
+/// The plot is drawn by write_k_selection_plot (knmf/consensus/plot.hpp). Warnings (unknown
+/// keys of the run's parameters) are written to `log` as "knmf: warning: ..." lines.
 std::vector<KSelectionRow> run_cnmf_k_selection(const ExecSpace& space,
-                                                const CnmfKSelectionRequest& req);
+                                                const CnmfKSelectionRequest& req,
+                                                std::ostream& log);
 
 /// The stats table as cNMF writes it (float64 data, int64 index 0..n-1).
 io::DataFrame k_selection_frame(const std::vector<KSelectionRow>& rows);

@@ -8,6 +8,7 @@
 /// (same names, labels and dtypes as cnmf_mode.hpp writes them) under `<output_dir>/<name>/`,
 /// so cNMF's Python tools read them too.
 
+#include <iosfwd>
 #include <string>
 #include <vector>
 
@@ -45,9 +46,11 @@ MergedSpectra load_results_spectra(const std::string& results, int k);
 /// and the cNMF consensus files (the merged spectra included, as `cnmf combine` would) are
 /// written under output_dir/name when output_dir is given. Every input, and that the results
 /// file can be updated (not locked by a running factorize, folder writable), is checked
-/// before anything is computed.
+/// before anything is computed. The consensus' warnings are written to `log` (each once) as
+/// "knmf: warning: ..." lines.
 std::vector<CnmfConsensusOutcome> run_native_consensus(const ExecSpace& space,
-                                                       const NativeRequest& req);
+                                                       const NativeRequest& req,
+                                                       std::ostream& log);
 
 /// k-selection in native mode: stores the stats table in the results file (/k_selection,
 /// replacing an earlier one), and writes NAME.k_selection_stats.df.npz under

@@ -73,6 +73,13 @@ private:
   bool dismissed_ = false;
 };
 
+/// Moves a staged file or folder (one built in the target's folder, such as an AtomicFolder or
+/// a file in it) onto `target` with one rename, replacing a file there. On failure an
+/// InputError "<failure>: <system message>"; `failure` is "<target>: cannot move into place"
+/// when empty. The caller syncs the folders it changed (sync_path).
+void move_into_place(const std::filesystem::path& staged, const std::filesystem::path& target,
+                     const std::string& failure = {});
+
 /// Checks, before anything is computed, that an AtomicFile could write `target`: InputError
 /// naming `what` (the target's path by default) when `target` is a folder or its folder is
 /// missing or takes no new file. Leaves nothing behind (a probe temporary is created and

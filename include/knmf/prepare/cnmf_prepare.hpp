@@ -34,6 +34,7 @@
 ///    matrix and names as CSR float32).
 
 #include <cstdint>
+#include <iosfwd>
 #include <optional>
 #include <string>
 #include <vector>
@@ -69,8 +70,9 @@ struct CnmfPrepareReport {
   bool replaced_existing = false;    ///< the run folder existed before
 };
 
-/// Run `cnmf prepare` (see the file comment). Throws knmf::InputError for bad input.
-CnmfPrepareReport cnmf_prepare(const CnmfPrepareOptions& opts);
+/// Run `cnmf prepare` (see the file comment). Throws knmf::InputError for bad input. The
+/// warning that runs of the job table already appear completed is written to `log`.
+CnmfPrepareReport cnmf_prepare(const CnmfPrepareOptions& opts, std::ostream& log);
 
 /// `yaml.dump` of cNMF's `_nmf_kwargs` (PyYAML 6, sorted keys): alpha_H, alpha_W, beta_loss,
 /// init, l1_ratio, max_iter, solver (cd for frobenius, else mu), tol.
