@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "knmf/core/job.hpp"
 #include "knmf/io/dataframe.hpp"
-#include "knmf/random/random_state.hpp"
 
 namespace knmf::io {
 
