@@ -3,9 +3,10 @@
 
 Each area of the library (a folder of include/knmf/ and of src/) may include only the areas
 listed for it below: the data flow input -> matrix -> init/solver -> run -> results ->
-consensus, with core under everything and mpi supplying parts of the run. Two more rules:
-solver internals (solver/detail/) are included only inside src/solver, and no installed header
-(include/knmf/) includes a file of src/. Prints every violation and exits 1 when there is one.
+consensus, with core under everything and mpi supplying parts of the run. More rules:
+solver internals (solver/detail/) are included only inside src/solver; no installed header
+(include/knmf/) includes a file of src/ or sits in a detail/ folder (internal headers live in
+src/). Prints every violation and exits 1 when there is one.
 
 usage: check_layout.py REPO_ROOT
 """
@@ -47,6 +48,10 @@ def main(root):
                     continue
                 area = parts[0]
                 seen_areas.add(area)
+                if base == "include/knmf":
+                    if "detail" in parts[1:-1]:
+                        problems.append(f"{base}/{rel}: an internal header (detail/) in the "
+                                        f"installed tree (move it to src/{area}/)")
                 if area not in MAY_INCLUDE:
                     problems.append(f"{base}/{rel}: area '{area}' is not in the layout "
                                     "(add it to docs/layout.md and to this check)")
