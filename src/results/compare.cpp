@@ -22,7 +22,7 @@
 #include "knmf/core/assignment.hpp"
 #include "knmf/core/format.hpp"
 
-namespace knmf {
+namespace knmf::results {
 
 namespace fs = std::filesystem;
 
@@ -92,17 +92,17 @@ protected:
 
 class ResultsSide : public Side {
 public:
-  ResultsSide(const std::string& path, results::ResultsReader reader) : reader_(std::move(reader)) {
-    const results::RunInfo& r = reader_.info();
+  ResultsSide(const std::string& path, ResultsReader reader) : reader_(std::move(reader)) {
+    const RunInfo& r = reader_.info();
     genes = r.genes;
     std::int64_t total = 0, failed = 0;
     for (int k : reader_.ks()) {
-      const results::ReplicateTable t = reader_.table(k);
+      const ReplicateTable t = reader_.table(k);
       for (int it = 0; it < reader_.n_iter(); ++it) {
         ++total;
         if (t.completed[size_t(it)] != 1) continue;
         // a failed replicate (not a factorization) has nothing to compare: as if missing
-        if (t.status[size_t(it)] == results::ReplicateState::non_finite) {
+        if (t.status[size_t(it)] == ReplicateState::non_finite) {
           ++failed;
           continue;
         }
@@ -129,7 +129,7 @@ public:
   std::vector<double> spectra(int k, int iter) override { return reader_.spectra(k, iter); }
 
 private:
-  results::ResultsReader reader_;
+  ResultsReader reader_;
 };
 
 class CnmfSide : public Side {
@@ -289,7 +289,7 @@ std::unique_ptr<Side> open_side(const std::string& given, const std::string& nam
     input_error("--", label == "A" ? "a" : "b", "-name '", name, "' is for a cNMF run folder, but ",
                 label, " '", given, "' is a file");
   try {
-    return std::make_unique<ResultsSide>(given, results::ResultsReader::open(p));
+    return std::make_unique<ResultsSide>(given, ResultsReader::open(p));
   } catch (const InputError& e) {
     input_error(label, ": ", e.what(), "; a cNMF run is given as its folder OUTPUT_DIR/NAME");
   }
@@ -722,4 +722,4 @@ std::string compare_report_json(const CompareReport& r) {
   return j.dump(1) + "\n";
 }
 
-}  // namespace knmf
+}  // namespace knmf::results

@@ -20,11 +20,11 @@ using namespace knmf;
 using knmf::test::FakeRun;
 using knmf::test::TempDir;
 
-CompareReport compare_files(const std::string& a, const std::string& b) {
-  CompareOptions o;
+results::CompareReport compare_files(const std::string& a, const std::string& b) {
+  results::CompareOptions o;
   o.a = a;
   o.b = b;
-  return compare_runs(o);
+  return results::compare_runs(o);
 }
 
 /// `run` as a results file, the jobs in `failed` written non_finite (their spectra as given).
