@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "cli.hpp"
+#include "hdf5_library.hpp"
 #include "knmf/core/runtime.hpp"
 #include "knmf/core/host_access.hpp"
-#include "knmf/io/hdf5_library.hpp"
 #include "knmf/version.hpp"
 #if KNMF_HAVE_MPI
 #include <mpi.h>
@@ -43,7 +43,7 @@ int main(int argc, char** argv) {
   knmf::ensure_blas_kernels(argc, argv);
   // HDF5 is closed below, by how the command ended (a corrupt input can leave HDF5 objects it
   // cannot close: its shutdown would print junk after the one-line error)
-  knmf::io::defer_hdf5_shutdown();
+  knmf::cli::defer_hdf5_shutdown();
   auto split = knmf::cli::split_kokkos_args(argc, argv);
 #if KNMF_HAVE_MPI
   const bool use_mpi = want_mpi(argc, argv);
@@ -101,7 +101,7 @@ int main(int argc, char** argv) {
     knmf::install_device_memory_guard();  // device-kernels build only
     rc = knmf::cli::run(split.rest);
   }
-  knmf::io::finish_hdf5(rc != 0);
+  knmf::cli::finish_hdf5(rc != 0);
 #if KNMF_HAVE_MPI
   if (use_mpi) MPI_Finalize();
 #endif

@@ -51,26 +51,26 @@ public:
         input_error("--json '", json_, "': it is the compared file '", side, "'");
     // an unwritable --json is refused before the comparison prints anything
     if (!json_.empty() && json_ != "-") io::require_writable_target(json_, "--json " + json_);
-    const CompareReport report = compare_runs(o_);
-    const std::string table = format_compare_report(report);
+    const results::CompareReport report = results::compare_runs(o_);
+    const std::string table = results::format_compare_report(report);
     if (json_ == "-") {
       std::cerr << table;
-      std::cout << compare_report_json(report);
+      std::cout << results::compare_report_json(report);
     } else {
       std::cout << table;
       if (!json_.empty()) {
         io::AtomicFile out(json_, "--json " + json_);
-        out.write(compare_report_json(report));
+        out.write(results::compare_report_json(report));
         out.commit();
         std::cout << "  JSON report: " << json_ << "\n";
       }
     }
     std::cout.flush();
-    return report.passed() ? 0 : compare_failed_exit_code;
+    return report.passed() ? 0 : results::compare_failed_exit_code;
   }
 
 private:
-  CompareOptions o_;
+  results::CompareOptions o_;
   std::string json_;
 };
 

@@ -18,6 +18,7 @@
 #include "knmf/prepare/evaluate.hpp"
 #include "knmf/prepare/prepare.hpp"
 #include "knmf/prepare/simulate.hpp"
+#include "knmf/random/random_state.hpp"
 #include "knmf/run/factorize.hpp"
 #include "knmf/solver/nmf.hpp"
 #include "options.hpp"

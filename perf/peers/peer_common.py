@@ -364,7 +364,7 @@ def squared_norm_X(X) -> float:
 
 
 def frobenius_error(X, W, H, normX2: float) -> float:
-    """||X - WH||_F by the identity of algorithms.md section 6 (no n x g temporary).
+    """||X - WH||_F by the identity of docs/numerics.md (no n x g temporary).
 
     ``sqrt(max(||X||^2 - 2 <W^T X, H> + <W^T W, H H^T>, 0))``, evaluated as
     ``np.sum((W.T @ X) * H)`` etc.: for cNMF's pbmcA run this is bit-identical to the

@@ -13,7 +13,9 @@
 #include "knmf/core/error.hpp"
 #include "knmf/consensus/native_mode.hpp"
 #include "knmf/io/dataframe.hpp"
-#include "knmf/results/results_file.hpp"
+#include "knmf/results/consensus_records.hpp"
+#include "knmf/results/reader.hpp"
+#include "knmf/results/run_info.hpp"
 
 namespace knmf::consensus {
 
@@ -370,7 +372,7 @@ std::vector<KSelectionRow> run_cnmf_k_selection(const ExecSpace& space,
 // ---- native mode -------------------------------------------------------------------------------
 
 MergedSpectra load_results_spectra(const std::string& results, int k) {
-  const auto reader = io::ResultsReader::open(results);
+  const auto reader = results::ResultsReader::open(results);
   const auto& ks = reader.ks();
   if (std::find(ks.begin(), ks.end(), k) == ks.end()) {
     std::ostringstream have;
@@ -398,7 +400,7 @@ MergedSpectra load_results_spectra(const std::string& results, int k) {
   const auto status = reader.table(k).status;
   std::vector<int> valid;
   for (int r = 0; r < reader.n_iter(); ++r)
-    if (status[size_t(r)] != io::ReplicateState::non_finite) valid.push_back(r);
+    if (status[size_t(r)] != results::ReplicateState::non_finite) valid.push_back(r);
   if (valid.empty())
     input_error(results, ": k = ", k, ": all ", reader.n_iter(), " replicates are non_finite "
                 "(not valid factorizations): nothing to combine");
@@ -454,12 +456,12 @@ void check_native_outputs(const NativeRequest& req) {
   if (!req.output_dir.empty() && req.name.empty())
     input_error("--name is empty: cNMF's files need a run name");
   if (!req.output_dir.empty()) check_folder_creatable(io::CnmfPaths(req.output_dir, req.name).tmp_dir());
-  if (req.update_results) io::check_results_updatable(req.results);
+  if (req.update_results) results::check_results_updatable(req.results);
 }
 
 NativeInputs read_native(const NativeRequest& req) {
   NativeInputs in;
-  const auto reader = io::ResultsReader::open(req.results);
+  const auto reader = results::ResultsReader::open(req.results);
   const auto& info = reader.info();
   in.ks = req.components.empty() ? reader.ks() : req.components;
   for (int k : in.ks)
@@ -467,7 +469,7 @@ NativeInputs read_native(const NativeRequest& req) {
   in.solver = info.solver;
   in.solver.return_W = false;
   // the run's input: by its absolute path where it still exists (another working folder)
-  in.counts = req.counts.empty() ? io::run_input_path(info) : req.counts;
+  in.counts = req.counts.empty() ? results::run_input_path(info) : req.counts;
   if (in.counts.empty()) input_error(req.results, ": no input recorded; give --counts");
   in.X = std::make_unique<H5adRowSource>(in.counts);
   // the run's own input must still hold its X (checked during the first pass over it)
@@ -484,8 +486,8 @@ NativeInputs read_native(const NativeRequest& req) {
   return in;
 }
 
-io::ConsensusSettings native_settings(const NativeRequest& req, const NativeInputs& in) {
-  io::ConsensusSettings s;
+results::ConsensusSettings native_settings(const NativeRequest& req, const NativeInputs& in) {
+  results::ConsensusSettings s;
   s.local_density_threshold = req.options.local_density_threshold;
   s.local_neighborhood_size = req.options.local_neighborhood_size;
   s.kmeans_n_init = req.options.kmeans.n_init;
@@ -500,17 +502,17 @@ io::ConsensusSettings native_settings(const NativeRequest& req, const NativeInpu
 
 }  // namespace
 
-io::ConsensusRecord consensus_record(const CnmfConsensusOutcome& o, const io::ConsensusSettings& settings) {
+results::ConsensusRecord consensus_record(const CnmfConsensusOutcome& o, const results::ConsensusSettings& settings) {
   const ConsensusResult& r = o.result;
   const SpectraClustering& c = r.clustering;
-  io::ConsensusRecord rec;
+  results::ConsensusRecord rec;
   rec.k = o.k;
   rec.settings = settings;
   rec.n_neighbors = c.n_neighbors;
   rec.silhouette = c.silhouette;
   rec.prediction_error = r.prediction_error;
   rec.refit_n_iter = r.refit.n_iter;
-  rec.refit_status = io::to_state(r.refit.status);
+  rec.refit_status = results::to_state(r.refit.status);
   // rows of the run's whole stack (the merged rows leave out non_finite replicates)
   for (size_type row : c.nonzero_rows)
     rec.replicate_rows.push_back(o.merged.stack_rows.empty() ? row : o.merged.stack_rows[size_t(row)]);
@@ -565,12 +567,12 @@ std::vector<CnmfConsensusOutcome> run_native_consensus(const ExecSpace& space,
     outcomes.push_back(std::move(o));
   }
   if (req.update_results) {
-    io::ResultsAdditions add;
+    results::ResultsAdditions add;
     const auto settings = native_settings(req, in);
     for (const auto& o : outcomes) add.consensus.push_back(consensus_record(o, settings));
     add.cells = in.X->row_names();
-    io::update_results_file(req.results, add);
-    for (auto& o : outcomes) o.files.push_back(req.results + ":" + io::consensus_group(o.k, req.options.local_density_threshold));
+    results::update_results_file(req.results, add);
+    for (auto& o : outcomes) o.files.push_back(req.results + ":" + results::consensus_group(o.k, req.options.local_density_threshold));
   }
   if (!req.output_dir.empty())
     write_outcomes(io::CnmfPaths(req.output_dir, req.name), req.options.local_density_threshold,
@@ -586,8 +588,8 @@ std::vector<KSelectionRow> run_native_k_selection(const ExecSpace& space, const 
   for (auto& m : in.merged) stacks.push_back(std::move(m.values));
   auto rows = k_selection(space, stacks, in.ks, *in.X, in.solver, req.options);
   if (req.update_results) {
-    io::ResultsAdditions add;
-    io::KSelectionTable t;
+    results::ResultsAdditions add;
+    results::KSelectionTable t;
     t.settings = native_settings(req, in);
     t.settings.tpm.clear();
     for (const auto& r : rows) {
@@ -597,7 +599,7 @@ std::vector<KSelectionRow> run_native_k_selection(const ExecSpace& space, const 
       t.prediction_error.push_back(r.prediction_error);
     }
     add.k_selection = std::move(t);
-    io::update_results_file(req.results, add);
+    results::update_results_file(req.results, add);
   }
   if (!req.output_dir.empty()) {
     const io::CnmfPaths paths(req.output_dir, req.name);

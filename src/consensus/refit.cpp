@@ -9,7 +9,7 @@
 #include "consensus/detail/refit.hpp"
 #include "consensus/detail/stream.hpp"
 #include "knmf/core/error.hpp"
-#include "knmf/matrix/detail/block_csc.hpp"
+#include "matrix/block_csc.hpp"
 #include "knmf/solver/nmf.hpp"
 #include "solver/engine.hpp"
 

@@ -2,7 +2,7 @@
 #include "consensus/detail/stream.hpp"
 
 #include "knmf/core/error.hpp"
-#include "knmf/matrix/detail/block_csc.hpp"
+#include "matrix/block_csc.hpp"
 
 namespace knmf::consensus::detail {
 

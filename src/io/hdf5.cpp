@@ -2,7 +2,6 @@
 /// Helpers of the HDF5 RAII layer (include/knmf/io/detail/hdf5.hpp).
 
 #include "io/hdf5.hpp"
-#include "knmf/io/hdf5_library.hpp"
 
 // The file-driver class (knmf's write latch) moved to H5FDdevelop.h in HDF5 1.13, which later
 // releases no longer include from hdf5.h.
@@ -549,15 +548,3 @@ void write_empty_array_attr(const std::string& file, hid_t obj, const char* name
 }
 
 }  // namespace knmf::io::detail::h5
-
-// ---- the library's shutdown (include/knmf/io/hdf5_library.hpp) --------------------------------
-
-namespace knmf::io {
-
-void defer_hdf5_shutdown() { H5dont_atexit(); }
-
-void finish_hdf5(bool failed) {
-  if (!failed) H5close();
-}
-
-}  // namespace knmf::io

@@ -1,4 +1,4 @@
-#include "knmf/matrix/detail/gather_segments.hpp"
+#include "knmf/matrix/gather_segments.hpp"
 
 #include <string>
 #include <vector>

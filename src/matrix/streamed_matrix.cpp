@@ -1,5 +1,5 @@
 #include "knmf/matrix/streamed_matrix.hpp"
-#include "knmf/matrix/detail/block_csc.hpp"
+#include "matrix/block_csc.hpp"
 
 #include <algorithm>
 #include <cstring>

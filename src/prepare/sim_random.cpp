@@ -1,6 +1,6 @@
 // Compiled with -ffp-contract=off (see CMakeLists.txt): a fused multiply-add would round
 // differently from the separate operations and break reproducibility across machines.
-#include "knmf/prepare/detail/sim_random.hpp"
+#include "prepare/sim_random.hpp"
 
 #include <cmath>
 #include <limits>

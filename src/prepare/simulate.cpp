@@ -11,7 +11,7 @@
 #include "knmf/core/compat.hpp"
 #include "knmf/core/error.hpp"
 #include "knmf/io/dataframe.hpp"
-#include "knmf/prepare/detail/sim_random.hpp"
+#include "prepare/sim_random.hpp"
 
 namespace knmf::prepare {
 

@@ -17,11 +17,12 @@
 #include "knmf/core/error.hpp"
 #include "knmf/io/cnmf_files.hpp"
 #include "knmf/io/dataframe.hpp"
-#include "knmf/results/results_file.hpp"
+#include "knmf/results/reader.hpp"
+#include "knmf/results/run_info.hpp"
 #include "knmf/core/assignment.hpp"
 #include "knmf/core/format.hpp"
 
-namespace knmf {
+namespace knmf::results {
 
 namespace fs = std::filesystem;
 
@@ -91,17 +92,17 @@ protected:
 
 class ResultsSide : public Side {
 public:
-  ResultsSide(const std::string& path, io::ResultsReader reader) : reader_(std::move(reader)) {
-    const io::RunInfo& r = reader_.info();
+  ResultsSide(const std::string& path, ResultsReader reader) : reader_(std::move(reader)) {
+    const RunInfo& r = reader_.info();
     genes = r.genes;
     std::int64_t total = 0, failed = 0;
     for (int k : reader_.ks()) {
-      const io::ReplicateTable t = reader_.table(k);
+      const ReplicateTable t = reader_.table(k);
       for (int it = 0; it < reader_.n_iter(); ++it) {
         ++total;
         if (t.completed[size_t(it)] != 1) continue;
         // a failed replicate (not a factorization) has nothing to compare: as if missing
-        if (t.status[size_t(it)] == io::ReplicateState::non_finite) {
+        if (t.status[size_t(it)] == ReplicateState::non_finite) {
           ++failed;
           continue;
         }
@@ -128,7 +129,7 @@ public:
   std::vector<double> spectra(int k, int iter) override { return reader_.spectra(k, iter); }
 
 private:
-  io::ResultsReader reader_;
+  ResultsReader reader_;
 };
 
 class CnmfSide : public Side {
@@ -288,7 +289,7 @@ std::unique_ptr<Side> open_side(const std::string& given, const std::string& nam
     input_error("--", label == "A" ? "a" : "b", "-name '", name, "' is for a cNMF run folder, but ",
                 label, " '", given, "' is a file");
   try {
-    return std::make_unique<ResultsSide>(given, io::ResultsReader::open(p));
+    return std::make_unique<ResultsSide>(given, ResultsReader::open(p));
   } catch (const InputError& e) {
     input_error(label, ": ", e.what(), "; a cNMF run is given as its folder OUTPUT_DIR/NAME");
   }
@@ -721,4 +722,4 @@ std::string compare_report_json(const CompareReport& r) {
   return j.dump(1) + "\n";
 }
 
-}  // namespace knmf
+}  // namespace knmf::results

@@ -1,7 +1,7 @@
 /// \file
 /// The consensus outputs of a results file (format_version 2): update_results_file() and the
-/// readers behind ResultsReader::consensus*, k_selection (include/knmf/results/results_file.hpp,
-/// docs/results-file.md).
+/// readers behind ResultsReader::consensus*, k_selection
+/// (include/knmf/results/consensus_records.hpp, docs/results-file.md).
 ///
 /// The durability argument: adding groups changes HDF5 metadata (symbol tables, heaps, object
 /// headers), which HDF5 may write in any order, so the file is never modified in place.
@@ -27,19 +27,22 @@
 #include "knmf/core/error.hpp"
 #include "knmf/core/runtime.hpp"
 #include "knmf/io/cnmf_files.hpp"
-#include "knmf/results/results_file.hpp"
+#include "knmf/results/consensus_records.hpp"
 #include "knmf/io/atomic_file.hpp"
 #include "results/internal.hpp"
 
-namespace knmf::io {
+namespace knmf::results {
 
 namespace fs = std::filesystem;
+using io::AtomicFile;
+using io::density_threshold_string;
+using io::remove_leftover_temps;
 
 std::string consensus_group(int k, double local_density_threshold) {
   return "/consensus/k_" + std::to_string(k) + "/dt_" + density_threshold_string(local_density_threshold);
 }
 
-namespace detail::results {
+namespace detail {
 
 namespace {
 
@@ -495,9 +498,9 @@ std::optional<KSelectionTable> read_k_selection(const std::string& file, hid_t f
   return t;
 }
 
-}  // namespace detail::results
+}  // namespace detail
 
-using namespace detail::results;
+using namespace detail;
 
 // ---- update_results_file -----------------------------------------------------------------------
 
@@ -612,4 +615,4 @@ void update_results_file(const fs::path& path, const ResultsAdditions& add, cons
   h5::close(file, src);
 }
 
-}  // namespace knmf::io
+}  // namespace knmf::results

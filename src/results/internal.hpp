@@ -16,11 +16,12 @@
 
 #include "io/hdf5.hpp"
 #include "knmf/core/format.hpp"
-#include "knmf/results/results_file.hpp"
+#include "knmf/results/consensus_records.hpp"
+#include "knmf/results/run_info.hpp"
 
-namespace knmf::io::detail::results {
+namespace knmf::results::detail {
 
-namespace h5 = detail::h5;
+namespace h5 = io::detail::h5;
 
 inline constexpr const char* kFormat = "knmf-results";
 inline constexpr hsize_t kSessionSlots = 256;
@@ -132,4 +133,4 @@ ConsensusRecord read_consensus(const std::string& file, hid_t fid, const RunInfo
 std::vector<std::string> read_consensus_cells(const std::string& file, hid_t fid, const RunInfo& info);
 std::optional<KSelectionTable> read_k_selection(const std::string& file, hid_t fid);
 
-}  // namespace knmf::io::detail::results
+}  // namespace knmf::results::detail

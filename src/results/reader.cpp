@@ -1,8 +1,8 @@
 /// \file
 /// ResultsReader: opens a results file (schema checked, metadata only) and reads replicates
-/// and consensus records on demand (include/knmf/results/results_file.hpp).
+/// and consensus records on demand (include/knmf/results/reader.hpp).
 
-#include "knmf/results/results_file.hpp"
+#include "knmf/results/reader.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -26,12 +26,12 @@
 #include "results/internal.hpp"
 
 
-namespace knmf::io {
+namespace knmf::results {
 
-namespace h5 = detail::h5;
+namespace h5 = io::detail::h5;
 namespace fs = std::filesystem;
 
-using namespace detail::results;
+using namespace detail;
 
 // ---- ResultsReader ---------------------------------------------------------------------------
 
@@ -207,4 +207,4 @@ std::optional<KSelectionTable> ResultsReader::k_selection() const {
   return read_k_selection(impl_->file, impl_->fid.get());
 }
 
-}  // namespace knmf::io
+}  // namespace knmf::results

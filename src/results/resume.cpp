@@ -12,7 +12,7 @@
 #include "knmf/io/atomic_file.hpp"
 #include "results/internal.hpp"
 
-namespace knmf::io::detail::results {
+namespace knmf::results::detail {
 
 /// "--tol 0.0001 --max-iter 1000"-style descriptions of what differs between two runs;
 /// empty when they match.
@@ -92,9 +92,9 @@ std::string check_input(const std::string& file, const RunInfo& was, const RunIn
          " still holds the X its committed replicates were computed on";
 }
 
-}  // namespace knmf::io::detail::results
+}  // namespace knmf::results::detail
 
-namespace knmf::io {
+namespace knmf::results {
 
 std::string run_input_path(const RunInfo& info) {
   std::error_code ec;
@@ -103,4 +103,4 @@ std::string run_input_path(const RunInfo& info) {
   return info.input;
 }
 
-}  // namespace knmf::io
+}  // namespace knmf::results

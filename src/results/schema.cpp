@@ -1,12 +1,12 @@
 /// \file
-/// The schema of knmf's results file (include/knmf/results/results_file.hpp,
+/// The schema of knmf's results file (include/knmf/results/run_info.hpp,
 /// docs/results-file.md): replicate states, the session record, the HDF5 pieces every
 /// dataset of the schema is made with, the run's description (root attributes, /genes,
 /// /jobs) written and read back, and building a whole file for a run. The writer
 /// (writer.cpp), the reader (reader.cpp), the resume check (resume.cpp) and the consensus
 /// records (consensus_records.cpp) are built on these.
 
-#include "knmf/results/results_file.hpp"
+#include "knmf/results/run_info.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -26,12 +26,13 @@
 #include "knmf/core/error.hpp"
 #include "knmf/core/runtime.hpp"
 #include "knmf/io/atomic_file.hpp"
+#include "knmf/random/random_state.hpp"
 #include "io/hdf5.hpp"
 #include "results/internal.hpp"
 
-namespace knmf::io {
+namespace knmf::results {
 
-namespace h5 = detail::h5;
+namespace h5 = io::detail::h5;
 namespace fs = std::filesystem;
 
 ReplicateState to_state(ReplicateStatus s) {
@@ -53,7 +54,7 @@ std::string to_string(ReplicateState s) {
   return "?";
 }
 
-namespace detail::results {
+namespace detail {
 
 
 std::string group_path(int k) { return "/k_" + std::to_string(k); }
@@ -501,6 +502,6 @@ RunInfo prepare(const RunInfo& in, const std::string& file) {
   return r;
 }
 
-}  // namespace detail::results
+}  // namespace detail
 
-}  // namespace knmf::io
+}  // namespace knmf::results

@@ -1,6 +1,6 @@
 /// \file
 /// ResultsWriter: creates or resumes a results file and commits replicates durably
-/// (include/knmf/results/results_file.hpp, docs/results-file.md).
+/// (include/knmf/results/writer.hpp, docs/results-file.md).
 ///
 /// The durability argument in short: after creation (under a temporary name, renamed into
 /// place once closed) the writer never changes HDF5 metadata -- all storage is allocated
@@ -9,7 +9,7 @@
 /// flushed before its completion flag is written, and `complete` is written (in place, one
 /// value) after every flag is flushed.
 
-#include "knmf/results/results_file.hpp"
+#include "knmf/results/writer.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -33,12 +33,14 @@
 #include "results/internal.hpp"
 
 
-namespace knmf::io {
+namespace knmf::results {
 
-namespace h5 = detail::h5;
+namespace h5 = io::detail::h5;
 namespace fs = std::filesystem;
+using io::AtomicFile;
+using io::remove_leftover_temps;
 
-using namespace detail::results;
+using namespace detail;
 
 // ---- ResultsWriter ---------------------------------------------------------------------------
 
@@ -441,4 +443,4 @@ bool ResultsWriter::finish() {
   return all;
 }
 
-}  // namespace knmf::io
+}  // namespace knmf::results

@@ -22,6 +22,8 @@
 #include "knmf/io/atomic_file.hpp"
 #include "knmf/core/error.hpp"
 #include "knmf/matrix/load.hpp"
+#include "knmf/random/random_state.hpp"
+#include "knmf/results/reader.hpp"
 
 namespace knmf {
 
@@ -152,7 +154,7 @@ RunPlan plan_native(const FactorizeConfig& c, const io::H5adReader& reader) {
   require_writable_dir(out.parent_path(), "-o");
   p.x_path = c.input;
   p.solver = c.solver;
-  io::RunInfo info;
+  results::RunInfo info;
   info.input = c.input;
   info.input_absolute = fs::absolute(c.input).lexically_normal().string();
   info.n_cells = reader.info().n_obs;
@@ -166,7 +168,7 @@ RunPlan plan_native(const FactorizeConfig& c, const io::H5adReader& reader) {
   info.batch_size = c.batch;
   info.jobs = cnmf_job_table(c.ks, c.n_iter, c.seed);
   p.total = std::int64_t(info.jobs.size());
-  p.jobs = io::ResultsWriter::check(out, info);
+  p.jobs = results::ResultsWriter::check(out, info);
   p.results_path = out.string();
   p.results_info = std::move(info);
   p.skipped = p.total - std::int64_t(p.jobs.size());
@@ -187,8 +189,8 @@ void require_writable_log(const FactorizeConfig& c) {
 bool open_results(RunPlan& plan) {
   if (!plan.results_info) return false;
   if (plan.results) return true;
-  plan.results = std::make_unique<io::ResultsWriter>(
-      io::ResultsWriter::create_or_resume(plan.results_path, *plan.results_info));
+  plan.results = std::make_unique<results::ResultsWriter>(
+      results::ResultsWriter::create_or_resume(plan.results_path, *plan.results_info));
   const auto now = plan.results->pending();
   const auto same = [](const Job& a, const Job& b) {
     return a.k == b.k && a.iter == b.iter && a.seed == b.seed && a.index == b.index;
@@ -200,7 +202,7 @@ bool open_results(RunPlan& plan) {
   return true;
 }
 
-void log_warnings(const io::ResultsWriter& w, std::ostream& log) {
+void log_warnings(const results::ResultsWriter& w, std::ostream& log) {
   for (const auto& line : w.warnings()) log << "knmf: warning: " << line << "\n";
 }
 
@@ -215,7 +217,7 @@ std::string full_disk_note(const FactorizeConfig& c, const InputError& e) {
   const auto bytes = fs::file_size(c.results, ec);
   std::string held;
   try {
-    const auto rd = io::ResultsReader::open(c.results);
+    const auto rd = results::ResultsReader::open(c.results);
     std::int64_t done = 0, all = 0;
     for (int k : rd.ks())
       for (auto flag : rd.completed(k)) {

@@ -49,7 +49,8 @@
 #include "knmf/io/h5ad.hpp"
 #include "knmf/matrix/load.hpp"
 #include "knmf/matrix/streamed_matrix.hpp"
-#include "knmf/results/results_file.hpp"
+#include "knmf/results/run_info.hpp"
+#include "knmf/results/writer.hpp"
 #include "knmf/run/factorize.hpp"
 #include "knmf/run/memory.hpp"
 #include "knmf/solver/nmf.hpp"
@@ -68,9 +69,9 @@ struct RunPlan {
   io::CnmfPaths paths{"", ""};
   /// Native mode, on the process that writes: the results file checked by the plan
   /// (ResultsWriter::check), created or resumed by ResultStore::open once X is read.
-  std::optional<io::RunInfo> results_info;
+  std::optional<results::RunInfo> results_info;
   std::string results_path;
-  std::unique_ptr<io::ResultsWriter> results;  ///< native mode, on the process that writes
+  std::unique_ptr<results::ResultsWriter> results;  ///< native mode, on the process that writes
   /// One line each, printed as "knmf: warning: ..." by the process that planned.
   std::vector<std::string> warnings;
 };
@@ -89,7 +90,7 @@ void require_writable_log(const FactorizeConfig& c);
 /// whose fingerprint is not `plan.results_info->input_fingerprint` (when that is known).
 bool open_results(RunPlan& plan);
 /// The results writer's warnings, "knmf: warning: ..." each.
-void log_warnings(const io::ResultsWriter& w, std::ostream& log);
+void log_warnings(const results::ResultsWriter& w, std::ostream& log);
 /// Native mode: InputError when INPUT.h5ad does not exist, or when -o is that same file.
 void require_input(const FactorizeConfig& c);
 

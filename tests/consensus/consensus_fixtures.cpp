@@ -7,7 +7,8 @@
 
 #include "knmf/core/assignment.hpp"
 #include "knmf/io/cnmf_files.hpp"
-#include "knmf/results/results_file.hpp"
+#include "knmf/results/run_info.hpp"
+#include "knmf/results/writer.hpp"
 
 namespace knmf::test {
 
@@ -37,7 +38,7 @@ void make_pbmc_results(const fs::path& path, const fs::path& run_dir, const std:
   const io::CnmfPaths paths(run_dir.string(), "pbmcA");
   std::map<int, io::DataFrame> merged;
   for (int k : ks) merged[k] = io::read_df_npz(paths.merged_spectra(k));
-  io::RunInfo info;
+  results::RunInfo info;
   info.input = paths.normalized_counts();
   info.n_cells = 2896;
   for (const auto& c : merged.begin()->second.columns) info.genes.push_back(std::get<std::string>(c));
@@ -45,7 +46,7 @@ void make_pbmc_results(const fs::path& path, const fs::path& run_dir, const std:
   info.n_iter = 20;
   info.seed = 14;
   info.dtype = knmf::Dtype::float64;
-  auto w = io::ResultsWriter::create_or_resume(path, info);
+  auto w = results::ResultsWriter::create_or_resume(path, info);
   for (const Job& j : w.pending()) {
     const auto& m = merged.at(j.k);
     ReplicateResult r;

@@ -16,7 +16,10 @@
 #include "knmf/consensus/cnmf_mode.hpp"
 #include "knmf/consensus/native_mode.hpp"
 #include "knmf/core/error.hpp"
-#include "knmf/results/results_file.hpp"
+#include "knmf/results/consensus_records.hpp"
+#include "knmf/results/reader.hpp"
+#include "knmf/results/run_info.hpp"
+#include "knmf/results/writer.hpp"
 
 namespace {
 using namespace knmf;
@@ -33,8 +36,8 @@ protected:
 
   /// The run record of a knmf results file holding cNMF's 20 replicates of k = 7 (`merged`:
   /// cNMF's merged spectra of k = 7, whose columns are the genes).
-  io::RunInfo pbmc_k7_run_info(const io::DataFrame& merged) const {
-    io::RunInfo info;
+  results::RunInfo pbmc_k7_run_info(const io::DataFrame& merged) const {
+    results::RunInfo info;
     info.input = paths->normalized_counts();
     info.n_cells = 2896;
     for (const auto& c : merged.columns) info.genes.push_back(std::get<std::string>(c));
@@ -159,10 +162,10 @@ TEST_F(CnmfMode, BadInputsAreOneLineErrorsAndWriteNothing) {
 TEST_F(CnmfMode, NativeResultsFileGivesTheSameConsensus) {
   // a knmf results file holding cNMF's 20 replicates of k = 7
   const auto merged = io::read_df_npz(paths->merged_spectra(7));
-  const io::RunInfo info = pbmc_k7_run_info(merged);
+  const results::RunInfo info = pbmc_k7_run_info(merged);
   const std::string results = (tmp.path() / "run.knmf.h5").string();
   {
-    auto w = io::ResultsWriter::create_or_resume(results, info);
+    auto w = results::ResultsWriter::create_or_resume(results, info);
     for (const Job& j : w.pending()) {
       if (j.iter == 19) continue;  // left pending for the error check below
       ReplicateResult r;
@@ -191,7 +194,7 @@ TEST_F(CnmfMode, NativeResultsFileGivesTheSameConsensus) {
       },
       InputError);
   {
-    auto w = io::ResultsWriter::create_or_resume(results, info);
+    auto w = results::ResultsWriter::create_or_resume(results, info);
     for (const Job& j : w.pending()) {
       ReplicateResult r;
       r.job = j;
@@ -211,11 +214,11 @@ TEST_F(CnmfMode, NativeResultsFileGivesTheSameConsensus) {
   const io::CnmfPaths np(req.output_dir, "pbmcA");
   // the results file holds the consensus, equal to cNMF mode's files
   {
-    const auto reader = io::ResultsReader::open(results);
+    const auto reader = results::ResultsReader::open(results);
     EXPECT_EQ(reader.format_version(), 3);
     ASSERT_EQ(reader.consensus_list().size(), 1u);
     EXPECT_EQ(reader.consensus_list()[0].group, "/consensus/k_7/dt_0_5");
-    const io::ConsensusRecord rec = reader.consensus(7, 0.5);
+    const results::ConsensusRecord rec = reader.consensus(7, 0.5);
     const auto spectra = io::read_df_npz(paths->consensus_spectra(7, 0.5));
     const auto usages = io::read_df_npz(paths->consensus_usages(7, 0.5));
     const auto tpm = io::read_df_npz(paths->gene_spectra_tpm(7, 0.5));
@@ -297,7 +300,7 @@ TEST_F(CnmfMode, NativeResultsFileGivesTheSameConsensus) {
   EXPECT_EQ(rows[0].silhouette, rows2[0].silhouette);
   EXPECT_EQ(rows[0].prediction_error, rows2[0].prediction_error);
   {
-    const auto table = io::ResultsReader::open(results).k_selection();
+    const auto table = results::ResultsReader::open(results).k_selection();
     ASSERT_TRUE(table);
     EXPECT_EQ(table->k, std::vector<int>{7});
     EXPECT_EQ(table->silhouette, std::vector<double>{rows2[0].silhouette});
@@ -317,7 +320,7 @@ TEST_F(CnmfMode, NativeResultsFileGivesTheSameConsensus) {
   run_native_consensus(ExecSpace(), only, std::cerr);
   EXPECT_EQ(list_files(tmp.path()), before) << "files written without an output folder";
   {
-    const auto reader = io::ResultsReader::open(results);
+    const auto reader = results::ResultsReader::open(results);
     const auto list = reader.consensus_list();
     ASSERT_EQ(list.size(), 2u);
     EXPECT_EQ(list[0].group, "/consensus/k_7/dt_0_3");
@@ -431,10 +434,10 @@ sys.exit(1 if bad else 0)
 // a k whose every replicate failed is refused.
 TEST_F(CnmfMode, NativeModeLeavesOutNonFiniteReplicates) {
   const auto merged = io::read_df_npz(paths->merged_spectra(7));
-  const io::RunInfo info = pbmc_k7_run_info(merged);
+  const results::RunInfo info = pbmc_k7_run_info(merged);
   // iter 3 replaced as `how` says (0: cNMF's spectra, 1: NaN and non_finite, 2: zeros)
   auto write = [&](const std::string& file, int how, bool all = false) {
-    auto w = io::ResultsWriter::create_or_resume(file, info);
+    auto w = results::ResultsWriter::create_or_resume(file, info);
     for (const Job& j : w.pending()) {
       ReplicateResult r;
       r.job = j;
@@ -476,8 +479,8 @@ TEST_F(CnmfMode, NativeModeLeavesOutNonFiniteReplicates) {
   EXPECT_EQ(ca[0].result.spectra.values, cb[0].result.spectra.values);
   EXPECT_EQ(ca[0].result.clustering.silhouette, cb[0].result.clustering.silhouette);
   EXPECT_EQ(ca[0].result.prediction_error, cb[0].result.prediction_error);
-  const auto ra = io::ResultsReader::open(failed).consensus(7, 0.5);
-  const auto rb = io::ResultsReader::open(zeroed).consensus(7, 0.5);
+  const auto ra = results::ResultsReader::open(failed).consensus(7, 0.5);
+  const auto rb = results::ResultsReader::open(zeroed).consensus(7, 0.5);
   EXPECT_EQ(ra.replicate_rows, rb.replicate_rows);
   EXPECT_EQ(ra.cluster, rb.cluster);
   EXPECT_EQ(std::count_if(ra.replicate_rows.begin(), ra.replicate_rows.end(),

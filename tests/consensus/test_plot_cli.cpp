@@ -16,7 +16,7 @@
 #include "knmf/consensus/cnmf_mode.hpp"
 #include "knmf/consensus/plot.hpp"
 #include "knmf/core/error.hpp"
-#include "knmf/results/results_file.hpp"
+#include "knmf/results/reader.hpp"
 
 namespace {
 using namespace knmf;
@@ -195,7 +195,7 @@ TEST(Cli, UnwritablePlotStopsKSelectionBeforeAnyOutput) {
     EXPECT_EQ(list_files(tmp.path()), before) << png;
     EXPECT_TRUE(bytes() == kept) << png << ": the results file changed";
   }
-  EXPECT_FALSE(io::ResultsReader::open(results).k_selection());
+  EXPECT_FALSE(results::ResultsReader::open(results).k_selection());
 }
 
 // Native mode from the command line: the outputs go into the results file (and the figures
@@ -209,7 +209,7 @@ TEST(Cli, NativeModeWritesIntoTheResultsFile) {
   const auto before = list_files(tmp.path());
   EXPECT_EQ(cli::run({"knmf", "k-selection", "--results", r}), 0);
   {
-    const auto table = io::ResultsReader::open(results).k_selection();
+    const auto table = results::ResultsReader::open(results).k_selection();
     ASSERT_TRUE(table);
     EXPECT_EQ(table->k, (std::vector<int>{6, 7}));
     const fs::path png = tmp.path() / "run.k_selection.png";
@@ -223,7 +223,7 @@ TEST(Cli, NativeModeWritesIntoTheResultsFile) {
     }
   }
   EXPECT_EQ(cli::run({"knmf", "consensus", "--results", r, "-k", "7", "--show-clustering"}), 0);
-  EXPECT_TRUE(io::ResultsReader::open(results).has_consensus(7, 0.5));
+  EXPECT_TRUE(results::ResultsReader::open(results).has_consensus(7, 0.5));
   EXPECT_TRUE(fs::exists(tmp.path() / "run.clustering.k_7.dt_0_5.png"));
   auto after = before;
   for (const char* f : {"run.clustering.k_7.dt_0_5.png", "run.k_selection.png"}) after.push_back(f);
@@ -236,7 +236,7 @@ TEST(Cli, NativeModeWritesIntoTheResultsFile) {
   EXPECT_TRUE(fs::exists(p.consensus_spectra(6, 0.5)));
   EXPECT_TRUE(fs::exists(p.consensus_usages_txt(6, 0.5)));
   {
-    const auto reader = io::ResultsReader::open(results);
+    const auto reader = results::ResultsReader::open(results);
     EXPECT_EQ(reader.consensus_list().size(), 2u);
     EXPECT_EQ(reader.consensus(6, 0.5).spectra, io::read_df_npz(p.consensus_spectra(6, 0.5)).data);
   }

@@ -9,6 +9,9 @@ function(run)
   set(last_output "${out}" PARENT_SCOPE)
 endfunction()
 run(${CMAKE_COMMAND} --install ${KNMF_BUILD_DIR} --prefix ${prefix})
+# the public headers only: nothing of detail/ or of src/ installed
+run(${CMAKE_COMMAND} -DPREFIX=${prefix} -P ${CMAKE_CURRENT_LIST_DIR}/check_install_tree.cmake)
+message("${last_output}")
 run(${CMAKE_COMMAND} -G ${GENERATOR} -S ${CONSUMER_SRC} -B ${WORK_DIR}/build
     -DCMAKE_CXX_COMPILER=${CXX_COMPILER} "-DCMAKE_CXX_FLAGS=${CXX_FLAGS}"
     -Dknmf_DIR=${prefix}/lib/cmake/knmf -DKokkos_DIR=${Kokkos_DIR}

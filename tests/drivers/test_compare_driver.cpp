@@ -10,7 +10,8 @@
 
 #include "../results/compare_fixtures.hpp"
 #include "driver_support.hpp"
-#include "knmf/results/results_file.hpp"
+#include "knmf/results/run_info.hpp"
+#include "knmf/results/writer.hpp"
 #include "test_support.hpp"
 
 namespace {
@@ -129,7 +130,7 @@ TEST(CompareDriver, SideWithoutJobsIsNamedPlainly) {
   const FakeRun run = knmf::test::make_fake_run({3, 4}, 2, 20);
   knmf::test::write_results(run, tmp / "a.h5");
   {
-    knmf::io::RunInfo info;
+    knmf::results::RunInfo info;
     info.input = "fake.h5ad";
     info.n_cells = 7;
     info.genes = run.genes;
@@ -137,9 +138,9 @@ TEST(CompareDriver, SideWithoutJobsIsNamedPlainly) {
     info.n_iter = run.n_iter;
     info.dtype = knmf::Dtype::float64;
     info.batch_size = 1;
-    knmf::io::ResultsWriteOptions wo;
+    knmf::results::ResultsWriteOptions wo;
     wo.fsync = false;
-    auto w = knmf::io::ResultsWriter::create_or_resume(tmp / "empty.h5", info, wo);
+    auto w = knmf::results::ResultsWriter::create_or_resume(tmp / "empty.h5", info, wo);
     w.commit();  // the run's file before its first replicate
   }
   const std::string a = (tmp / "a.h5").string(), empty = (tmp / "empty.h5").string();

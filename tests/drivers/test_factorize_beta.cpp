@@ -11,7 +11,7 @@
 #include "knmf/io/dataframe.hpp"
 #include "knmf/io/h5ad.hpp"
 #include "knmf/matrix/load.hpp"
-#include "knmf/results/results_file.hpp"
+#include "knmf/results/reader.hpp"
 #include "knmf/solver/nmf.hpp"
 #include "test_support.hpp"
 
@@ -104,7 +104,7 @@ TEST(FactorizeBeta, NativeModeBetaLossRecordedAndRefusals) {
   const auto r = run_knmf({"factorize", x, "-k", "2", "--n-iter", "3", "-o", out, "--quiet",
                            "--solver", "mu", "--beta-loss", "kullback-leibler"});
   ASSERT_EQ(r.status, 0) << r.out;
-  const auto rd = io::ResultsReader::open(out);
+  const auto rd = results::ResultsReader::open(out);
   EXPECT_EQ(beta_loss_name(rd.info().solver.beta_loss), "kullback-leibler");
   const auto t = rd.table(2);
   SolverOptions o;

@@ -13,7 +13,7 @@
 #include "knmf/io/dataframe.hpp"
 #include "knmf/io/h5ad.hpp"
 #include "knmf/matrix/load.hpp"
-#include "knmf/results/results_file.hpp"
+#include "knmf/results/reader.hpp"
 #include "knmf/solver/nmf.hpp"
 #include "test_support.hpp"
 
@@ -247,7 +247,7 @@ TEST(DriverErrors, OneLineMessagesAndNonZeroExit) {
   // and the mode runs: the file records it, a rerun with another --inner-sweeps is refused
   auto ok = run_knmf({"factorize", x, "-k", "2", "-o", out, "--inner-sweeps", "auto", "--quiet"});
   ASSERT_EQ(ok.status, 0) << ok.out;
-  const auto info = io::ResultsReader::open(out).info();
+  const auto info = results::ResultsReader::open(out).info();
   EXPECT_EQ(info.solver.inner_sweeps, SolverOptions::inner_sweeps_auto);
   ok = run_knmf({"factorize", x, "-k", "2", "-o", out, "--inner-sweeps", "4", "--quiet"});
   EXPECT_NE(ok.status, 0);

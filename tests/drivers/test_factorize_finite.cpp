@@ -15,7 +15,8 @@
 #include "knmf/io/cnmf_files.hpp"
 #include "knmf/io/dataframe.hpp"
 #include "knmf/io/h5ad.hpp"
-#include "knmf/results/results_file.hpp"
+#include "knmf/results/reader.hpp"
+#include "knmf/results/run_info.hpp"
 #include "driver_fixtures.hpp"
 #include "test_support.hpp"
 
@@ -111,13 +112,13 @@ TEST(FactorizeFinite, NonFiniteReplicatesFailTheRunAndAreRecordedAsFailed) {
                     "first run", false);
   EXPECT_EQ(r.out.find("is complete"), std::string::npos) << r.out;
   {
-    const auto reader = io::ResultsReader::open(out);
+    const auto reader = results::ResultsReader::open(out);
     EXPECT_FALSE(reader.complete());
     for (int k : {2, 3}) {
       const auto t = reader.table(k);
       for (int it = 0; it < 2; ++it) {
         EXPECT_EQ(t.completed[size_t(it)], 1) << "k " << k << " iter " << it;
-        EXPECT_EQ(t.status[size_t(it)], io::ReplicateState::non_finite) << "k " << k << " iter " << it;
+        EXPECT_EQ(t.status[size_t(it)], results::ReplicateState::non_finite) << "k " << k << " iter " << it;
       }
     }
   }
@@ -125,7 +126,7 @@ TEST(FactorizeFinite, NonFiniteReplicatesFailTheRunAndAreRecordedAsFailed) {
   expect_error_line(again, {"4 of 4 replicates", "recorded by an earlier run, not run again"},
                     "resume", false);
   EXPECT_NE(again.out.find("0 job(s) to run"), std::string::npos) << again.out;
-  EXPECT_FALSE(io::ResultsReader::open(out).complete());
+  EXPECT_FALSE(results::ResultsReader::open(out).complete());
 }
 
 // (a) cNMF mode: a non_finite replicate gets no spectra file (cNMF would combine it as a

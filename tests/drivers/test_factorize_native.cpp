@@ -11,7 +11,9 @@
 #include "driver_support.hpp"
 #include "knmf/io/cnmf_files.hpp"
 #include "knmf/io/h5ad.hpp"
-#include "knmf/results/results_file.hpp"
+#include "knmf/results/reader.hpp"
+#include "knmf/results/run_info.hpp"
+#include "knmf/results/writer.hpp"
 #include "knmf/run/memory.hpp"
 #include "test_support.hpp"
 
@@ -35,7 +37,7 @@ TEST_F(Native, JobTableEqualsCnmfPrepareForTheSameArguments) {
   const auto r = run_knmf({"factorize", pbmc_counts(), "-k", "8", "7", "6", "5", "--n-iter", "20",
                            "--seed", "14", "-o", out, "--max-iter", "2", "--quiet"});
   ASSERT_EQ(r.status, 0) << r.out;
-  const auto reader = io::ResultsReader::open(out);
+  const auto reader = results::ResultsReader::open(out);
   const auto cnmf = io::read_cnmf_job_table((real_dir() / "cnmf-pbmc-donor-a" / "prepare" /
                                              "pbmcA" / "cnmf_tmp" / "pbmcA.nmf_params.df.npz").string());
   const auto& jobs = reader.info().jobs;
@@ -51,7 +53,7 @@ TEST_F(Native, JobTableEqualsCnmfPrepareForTheSameArguments) {
 }
 
 void expect_same_results(const std::string& a, const std::string& b) {
-  const auto ra = io::ResultsReader::open(a), rb = io::ResultsReader::open(b);
+  const auto ra = results::ResultsReader::open(a), rb = results::ResultsReader::open(b);
   ASSERT_EQ(ra.ks(), rb.ks());
   EXPECT_TRUE(ra.complete());
   EXPECT_TRUE(rb.complete());
@@ -87,7 +89,7 @@ TEST_F(Native, KillAndResumeGivesTheSameResultsFile) {
     std::this_thread::sleep_for(std::chrono::milliseconds(25));
     if (!fs::exists(part)) continue;
     try {
-      const auto rd = io::ResultsReader::open(part);
+      const auto rd = results::ResultsReader::open(part);
       done = 0;
       for (int k : rd.ks())
         for (auto c : rd.completed(k)) done += c;
@@ -98,7 +100,7 @@ TEST_F(Native, KillAndResumeGivesTheSameResultsFile) {
   int st = 0;
   waitpid(pid, &st, 0);
   {
-    const auto rd = io::ResultsReader::open(part);
+    const auto rd = results::ResultsReader::open(part);
     ASSERT_FALSE(rd.complete()) << "the run finished before it could be killed";
   }
   const auto resumed = run_knmf(with(part));
@@ -111,8 +113,8 @@ TEST_F(Native, KillAndResumeGivesTheSameResultsFile) {
 /// `part`: the run of the complete results file `full` with only its first `committed`
 /// replicates (in job-table order) committed, as a run killed after them leaves it.
 void make_partial(const std::string& full, const std::string& part, std::size_t committed) {
-  const auto r = io::ResultsReader::open(full);
-  auto w = io::ResultsWriter::create_or_resume(part, r.info());
+  const auto r = results::ResultsReader::open(full);
+  auto w = results::ResultsWriter::create_or_resume(part, r.info());
   const auto jobs = w.pending();
   for (std::size_t i = 0; i < committed && i < jobs.size(); ++i) {
     const Job& j = jobs[i];
@@ -127,7 +129,7 @@ void make_partial(const std::string& full, const std::string& part, std::size_t 
     res.n_iter = t.iterations[it];
     res.error_at_init = t.error_at_init[it];
     res.final_error = t.final_error[it];
-    res.status = t.status[it] == io::ReplicateState::converged ? ReplicateStatus::converged
+    res.status = t.status[it] == results::ReplicateState::converged ? ReplicateStatus::converged
                                                                : ReplicateStatus::max_iter;
     res.seconds = t.seconds[it];
     w.write(res);
@@ -202,7 +204,7 @@ TEST_F(Native, ReplacedInputWithTheSameShapeAndGenesIsRefusedOnResume) {
   ASSERT_EQ(fps.size(), 2u) << ls[0];
   EXPECT_NE(fps[0], fps[1]) << ls[0];
   EXPECT_EQ(slurp(part), before) << "a refused resume must leave the results file as it was";
-  EXPECT_FALSE(io::ResultsReader::open(part).complete());
+  EXPECT_FALSE(results::ResultsReader::open(part).complete());
 }
 
 // Issue 27: the same with every job complete. The rerun said "nothing to do" and exited 0
@@ -215,7 +217,7 @@ TEST_F(Native, ReplacedInputOfACompleteRunIsRefusedNotNothingToDo) {
   simulate(other, "6");
   const auto full = (tmp.path() / "full.h5").string();
   ASSERT_EQ(run_knmf(factorize(in, full)).status, 0);
-  ASSERT_TRUE(io::ResultsReader::open(full).complete());
+  ASSERT_TRUE(results::ResultsReader::open(full).complete());
   const auto same = run_knmf(factorize(in, full));
   EXPECT_EQ(same.status, 0) << same.out;
   fs::copy_file(other, in, fs::copy_options::overwrite_existing);
@@ -300,7 +302,7 @@ TEST_F(Native, TheSameInputByAnotherPathOrFolderResumes) {
   const auto r2 = run_knmf(factorize("in.h5ad", "../p2.h5"), "", dir + "/a");
   EXPECT_EQ(r2.status, 0) << r2.out;
   expect_same_results(dir + "/full.h5", dir + "/p2.h5");
-  EXPECT_EQ(io::ResultsReader::open(dir + "/p2.h5").info().input, "a/in.h5ad") << "the record is kept";
+  EXPECT_EQ(results::ResultsReader::open(dir + "/p2.h5").info().input, "a/in.h5ad") << "the record is kept";
 }
 
 // consensus --results reads the input the results file records: from another working folder
@@ -317,7 +319,7 @@ TEST_F(Native, ConsensusFindsTheRunsInputFromAnotherFolderAndChecksIt) {
   fs::copy_file(dir + "/r.h5", dir + "/r2.h5");
   const auto c = run_knmf({"consensus", "--results", "../r.h5", "--local-density-threshold", "2"}, "", elsewhere);
   EXPECT_EQ(c.status, 0) << c.out;
-  EXPECT_TRUE(io::ResultsReader::open(dir + "/r.h5").has_consensus(3, 2.0)) << c.out;
+  EXPECT_TRUE(results::ResultsReader::open(dir + "/r.h5").has_consensus(3, 2.0)) << c.out;
   fs::copy_file(dir + "/other.h5ad", dir + "/a/in.h5ad", fs::copy_options::overwrite_existing);
   const std::string before = slurp(dir + "/r2.h5");
   const auto d = run_knmf({"consensus", "--results", "r2.h5", "--local-density-threshold", "2"}, "", dir);
@@ -445,7 +447,7 @@ TEST(NativePlan, FitCheckOnResumeCountsThePendingJobs) {
   ASSERT_EQ(r.status, 0) << r.out;
   EXPECT_NE(r.out.find("2 job(s) to run, 6 already complete"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("plan: k = 3: 2 replicate(s) per batch"), std::string::npos) << r.out;
-  EXPECT_TRUE(io::ResultsReader::open(part).complete());
+  EXPECT_TRUE(results::ResultsReader::open(part).complete());
 }
 
 // Issue 15, defect 9: -o naming the input reported HDF5's "file locking flag values don't

@@ -160,7 +160,7 @@ TEST(FactorizeRefusals, UnknownYamlKeysAreWarnedAbout) {
 // its own behind (tests/fuzz/hdf5-bugs/, found by fuzz_h5ad). The error is one line naming the
 // object; HDF5's shutdown after it printed "HDF5: infinite loop closing library" and a line
 // of package names, until the driver left HDF5 unclosed after a failed command
-// (knmf/io/hdf5_library.hpp).
+// (drivers/hdf5_library.hpp).
 TEST(FactorizeRefusals, CorruptHdf5ObjectsEndInOneErrorLine) {
   const std::vector<std::pair<std::string, std::string>> files{
       {"leak-metadata-cache-load.h5", "cannot open /var/_index (a corrupt object header?)"},

@@ -17,7 +17,7 @@
 #include "knmf/io/cnmf_files.hpp"
 #include "knmf/io/dataframe.hpp"
 #include "knmf/io/h5ad.hpp"
-#include "knmf/results/results_file.hpp"
+#include "knmf/results/reader.hpp"
 #include "driver_fixtures.hpp"
 #include "test_support.hpp"
 
@@ -100,7 +100,7 @@ TEST(FullDisk, NativeRunEndsInOneLineAtEveryBudget) {
     if (res.status == 0 && b > total / 2) {
       // only the close's rewrite of the superblock failed, after `complete` was flushed: the
       // file on disk is the complete one (that rewrite changes no byte)
-      EXPECT_TRUE(io::ResultsReader::open(r).complete()) << what;
+      EXPECT_TRUE(results::ResultsReader::open(r).complete()) << what;
       continue;
     }
     expect_disk_full(res, r.string(), what);
@@ -111,7 +111,7 @@ TEST(FullDisk, NativeRunEndsInOneLineAtEveryBudget) {
     // the disk filled after the file was created: an interrupted run, resumable, and the one
     // error line says what the file keeps and what to do (issue 27: it only named the error)
     ++partial;
-    EXPECT_FALSE(io::ResultsReader::open(r).complete()) << what;
+    EXPECT_FALSE(results::ResultsReader::open(r).complete()) << what;
     const auto line = lines(res.out).at(0);
     EXPECT_NE(line.find(r.string() + " keeps "), std::string::npos) << what << ": " << line;
     EXPECT_NE(line.find(" replicates committed ("), std::string::npos) << what << ": " << line;
@@ -119,7 +119,7 @@ TEST(FullDisk, NativeRunEndsInOneLineAtEveryBudget) {
               std::string::npos) << what << ": " << line;
     const auto again = run_knmf(args);
     EXPECT_EQ(again.status, 0) << what << "\n" << again.out;
-    EXPECT_TRUE(io::ResultsReader::open(r).complete()) << what;
+    EXPECT_TRUE(results::ResultsReader::open(r).complete()) << what;
   }
   EXPECT_GT(partial, 3);  // the budgets reach past the file's creation
 }
@@ -150,7 +150,7 @@ TEST(FullDisk, LogJsonThatCannotBeWrittenFailsTheRun) {
     const auto res = run_with_budget(args, b, {}, "/log.json");
     expect_disk_full(res, log.string(), what);
     // the results file holds what was committed: an interrupted run, resumed without the log
-    EXPECT_FALSE(io::ResultsReader::open(r).complete()) << what;
+    EXPECT_FALSE(results::ResultsReader::open(r).complete()) << what;
   }
 }
 

@@ -10,7 +10,7 @@
 #include "driver_support.hpp"
 #include "knmf/io/dataframe.hpp"
 #include "knmf/io/h5ad.hpp"
-#include "knmf/results/results_file.hpp"
+#include "knmf/results/reader.hpp"
 #include "test_support.hpp"
 
 namespace {
@@ -149,7 +149,7 @@ TEST(MpiDriverReferences, OneProcessRunsForEveryRankCount) {
   for (const auto& [name, args] : std::vector<std::pair<std::string, std::vector<std::string>>>{
            {"native", native_args()}, {"rows", rows_args()}, {"kl", kl_args()}, {"kill", kill_args()}}) {
     const auto out = make_reference(dir, name, args);
-    EXPECT_TRUE(io::ResultsReader::open(out).complete()) << name;
+    EXPECT_TRUE(results::ResultsReader::open(out).complete()) << name;
   }
   make_cnmf_reference(dir / "cnmf-one");
   std::size_t spectra = 0;
@@ -160,7 +160,7 @@ TEST(MpiDriverReferences, OneProcessRunsForEveryRankCount) {
 
 /// Compare two results files: bitwise, or within `tol` (relative, spectra) when reordered sums.
 void compare_results(const std::string& a, const std::string& b, double tol) {
-  const auto ra = io::ResultsReader::open(a), rb = io::ResultsReader::open(b);
+  const auto ra = results::ResultsReader::open(a), rb = results::ResultsReader::open(b);
   ASSERT_TRUE(ra.complete());
   ASSERT_TRUE(rb.complete());
   ASSERT_EQ(ra.ks(), rb.ks());
@@ -207,7 +207,7 @@ TEST_F(MpiDriver, NativeRowPartitionMatchesOneProcess) {
   ASSERT_EQ(r.status, 0) << r.out;
   // reordered sums of W^T X and W^T W: bound measured < 1e-13, asserted at 1e-10
   compare_results(ref, out, 1e-10);
-  const auto x = io::ResultsReader::open(ref), y = io::ResultsReader::open(out);
+  const auto x = results::ResultsReader::open(ref), y = results::ResultsReader::open(out);
   EXPECT_LT(max_rel_diff(y.usages(6, 2), x.usages(6, 2)), 1e-10);  // W gathered from all ranks
 }
 
@@ -218,7 +218,7 @@ TEST_F(MpiDriver, KullbackLeiblerJobsAndRowsMatchOneProcess) {
   const auto a = kl_args();
   const auto ref = reference(tmp.path(), "kl", a);
   ASSERT_FALSE(HasFailure());
-  EXPECT_EQ(beta_loss_name(io::ResultsReader::open(ref).info().solver.beta_loss), "kullback-leibler");
+  EXPECT_EQ(beta_loss_name(results::ResultsReader::open(ref).info().solver.beta_loss), "kullback-leibler");
   const auto jobs = (tmp.path() / "jobs.h5").string(), rows = (tmp.path() / "rows.h5").string();
   auto rj = a;
   rj.insert(rj.end(), {"-o", jobs});
@@ -283,7 +283,7 @@ TEST_F(MpiDriver, KilledRunResumesWithoutRedoingFinishedJobs) {
     std::this_thread::sleep_for(std::chrono::milliseconds(25));
     try {
       if (!fs::exists(out)) continue;
-      const auto rd = io::ResultsReader::open(out);
+      const auto rd = results::ResultsReader::open(out);
       done = 0;
       for (int k : rd.ks())
         for (auto c : rd.completed(k)) done += c;
@@ -309,7 +309,7 @@ TEST_F(MpiDriver, KilledRunResumesWithoutRedoingFinishedJobs) {
   EXPECT_TRUE(gone) << "a rank of the killed run is still running after 5 s";
   std::int64_t before = 0;
   {
-    const auto rd = io::ResultsReader::open(out);
+    const auto rd = results::ResultsReader::open(out);
     ASSERT_FALSE(rd.complete()) << "finished before the kill";
     for (int k : rd.ks())
       for (auto c : rd.completed(k)) before += c;
@@ -471,7 +471,7 @@ TEST_F(MpiDriver, NonFiniteReplicatesFailTheRunOnEveryRank) {
   const auto at = r.out.find(line);
   EXPECT_NE(at, std::string::npos) << r.out;
   EXPECT_EQ(r.out.find(line, at + 1), std::string::npos) << "printed by one rank only\n" << r.out;
-  EXPECT_FALSE(io::ResultsReader::open(out).complete());
+  EXPECT_FALSE(results::ResultsReader::open(out).complete());
 }
 
 // A bad X (a NaN value) under the job distribution: every rank reads and validates X, so each

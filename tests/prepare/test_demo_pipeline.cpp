@@ -10,6 +10,7 @@
 #include "knmf/prepare/evaluate.hpp"
 #include "knmf/prepare/prepare.hpp"
 #include "knmf/prepare/simulate.hpp"
+#include "knmf/random/random_state.hpp"
 #include "knmf/solver/nmf.hpp"
 
 namespace {

@@ -6,7 +6,7 @@
 #include <cmath>
 #include <numeric>
 
-#include "knmf/prepare/detail/sim_random.hpp"
+#include "prepare/sim_random.hpp"
 #include "knmf/prepare/evaluate.hpp"
 
 namespace {

@@ -7,7 +7,7 @@
 #include <limits>
 #include <vector>
 
-#include "knmf/prepare/detail/sim_random.hpp"
+#include "prepare/sim_random.hpp"
 
 namespace {
 using namespace knmf::prepare::detail;

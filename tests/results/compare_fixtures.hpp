@@ -13,7 +13,8 @@
 
 #include "knmf/io/cnmf_files.hpp"
 #include "knmf/io/dataframe.hpp"
-#include "knmf/results/results_file.hpp"
+#include "knmf/results/run_info.hpp"
+#include "knmf/results/writer.hpp"
 #include "knmf/random/random_state.hpp"
 #include "knmf/solver/result.hpp"
 
@@ -55,8 +56,8 @@ inline FakeRun make_fake_run(const std::vector<int>& ks, int n_iter, int g) {
 }
 
 /// The run record of `run`'s results file.
-inline io::RunInfo run_info_of(const FakeRun& run) {
-  io::RunInfo info;
+inline results::RunInfo run_info_of(const FakeRun& run) {
+  results::RunInfo info;
   info.input = "fake.h5ad";
   info.n_cells = 7;
   info.genes = run.genes;
@@ -70,10 +71,10 @@ inline io::RunInfo run_info_of(const FakeRun& run) {
 
 /// Write `run` as a knmf results file (every job committed).
 inline void write_results(const FakeRun& run, const std::filesystem::path& path) {
-  const io::RunInfo info = run_info_of(run);
-  io::ResultsWriteOptions wo;
+  const results::RunInfo info = run_info_of(run);
+  results::ResultsWriteOptions wo;
   wo.fsync = false;
-  auto w = io::ResultsWriter::create_or_resume(path, info, wo);
+  auto w = results::ResultsWriter::create_or_resume(path, info, wo);
   for (const Job& j : w.pending()) {
     ReplicateResult res;
     res.job = j;

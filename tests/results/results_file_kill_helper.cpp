@@ -33,7 +33,10 @@
 #include <string>
 #include <thread>
 
-#include "knmf/results/results_file.hpp"
+#include "knmf/results/consensus_records.hpp"
+#include "knmf/results/reader.hpp"
+#include "knmf/results/run_info.hpp"
+#include "knmf/results/writer.hpp"
 #include "test_results_file_support.hpp"
 
 namespace {
@@ -81,13 +84,13 @@ Progress* map_progress(const char* path) {
 
 /// "copied" and "renamed" are steps of an update; -1 otherwise.
 int parse_update_step(const std::string& s) {
-  if (s == "copied") return static_cast<int>(knmf::io::UpdateStep::copied);
-  if (s == "renamed") return static_cast<int>(knmf::io::UpdateStep::renamed);
+  if (s == "copied") return static_cast<int>(knmf::results::UpdateStep::copied);
+  if (s == "renamed") return static_cast<int>(knmf::results::UpdateStep::renamed);
   return -1;
 }
 
-knmf::io::WriteStep parse_step(const std::string& s) {
-  using knmf::io::WriteStep;
+knmf::results::WriteStep parse_step(const std::string& s) {
+  using knmf::results::WriteStep;
   if (s == "created") return WriteStep::created;
   if (s == "data_flushed") return WriteStep::data_flushed;
   if (s == "flags_written") return WriteStep::flags_written;
@@ -107,9 +110,9 @@ int main(int argc, char** argv) {
   }
   const std::string out = argv[1];
   knmf::test::SyntheticRun run;
-  knmf::io::ResultsWriteOptions opts;
+  knmf::results::ResultsWriteOptions opts;
   int commit_every = 3, sleep_us = 0, die_count = 0, update = -1, hold_us = 0, die_update = -1;
-  knmf::io::WriteStep die_step{};
+  knmf::results::WriteStep die_step{};
   const char* progress_path = nullptr;
   for (int i = 2; i < argc; ++i) {
     const std::string a = argv[i];
@@ -146,9 +149,9 @@ int main(int argc, char** argv) {
   Progress* prog = map_progress(progress_path);
   if (update >= 0) {
     prog->phase = updating;
-    knmf::io::ResultsUpdateOptions uo;
-    uo.on_step = [&](knmf::io::UpdateStep s) {
-      if (s == knmf::io::UpdateStep::copied) {
+    knmf::results::ResultsUpdateOptions uo;
+    uo.on_step = [&](knmf::results::UpdateStep s) {
+      if (s == knmf::results::UpdateStep::copied) {
         prog->phase = update_copied;
         if (hold_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(hold_us));
       } else {
@@ -157,8 +160,8 @@ int main(int argc, char** argv) {
       if (die_count > 0 && static_cast<int>(s) == die_update) ::raise(SIGKILL);
     };
     try {
-      const knmf::io::RunInfo info = knmf::io::ResultsReader::open(out).info();
-      knmf::io::update_results_file(out, knmf::test::synthetic_update(info, update), uo);
+      const knmf::results::RunInfo info = knmf::results::ResultsReader::open(out).info();
+      knmf::results::update_results_file(out, knmf::test::synthetic_update(info, update), uo);
       prog->phase = update_done;
       return 0;
     } catch (const std::exception& e) {
@@ -171,8 +174,8 @@ int main(int argc, char** argv) {
   std::int64_t done_before = 0;  // committed when the last commit started
   int since_commit = 0;          // written since then
   int seen = 0;                  // occurrences of die_step
-  opts.on_step = [&](knmf::io::WriteStep s) {
-    using knmf::io::WriteStep;
+  opts.on_step = [&](knmf::results::WriteStep s) {
+    using knmf::results::WriteStep;
     switch (s) {
       case WriteStep::created: prog->phase = created_temp; break;
       case WriteStep::data_flushed: prog->phase = commit_flags; break;
@@ -188,8 +191,8 @@ int main(int argc, char** argv) {
   };
 
   try {
-    const knmf::io::RunInfo info = knmf::test::synthetic_info(run);
-    auto w = knmf::io::ResultsWriter::create_or_resume(out, info, opts);
+    const knmf::results::RunInfo info = knmf::test::synthetic_info(run);
+    auto w = knmf::results::ResultsWriter::create_or_resume(out, info, opts);
     done_before = w.n_done();
     prog->committed = static_cast<std::int32_t>(done_before);
     for (const knmf::Job& job : w.pending()) {

@@ -1,4 +1,4 @@
-// knmf::compare_runs (the library side of `knmf compare`) on small synthetic runs.
+// knmf::results::compare_runs (the library side of `knmf compare`) on small synthetic runs.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -13,8 +13,8 @@
 
 namespace {
 
-using knmf::CompareOptions;
-using knmf::CompareReport;
+using knmf::results::CompareOptions;
+using knmf::results::CompareReport;
 using knmf::InputError;
 using knmf::test::FakeRun;
 using knmf::test::TempDir;
@@ -22,13 +22,13 @@ using knmf::test::TempDir;
 CompareReport compare(const std::string& a, const std::string& b, CompareOptions o = {}) {
   o.a = a;
   o.b = b;
-  return knmf::compare_runs(o);
+  return knmf::results::compare_runs(o);
 }
 
 /// The InputError message of compare_runs (fails the test when it does not throw).
 std::string error_of(const CompareOptions& o) {
   try {
-    knmf::compare_runs(o);
+    knmf::results::compare_runs(o);
   } catch (const InputError& e) {
     return e.what();
   }
@@ -47,7 +47,7 @@ TEST(CompareSpectra, MetricsByHand) {
   CompareOptions o;
   o.rtol = 0.1;
   o.min_cos = 0.99;
-  const auto c = knmf::compare_spectra(k, g, a, b, o);
+  const auto c = knmf::results::compare_spectra(k, g, a, b, o);
   ASSERT_EQ(c.match, (std::vector<int>{1, 0}));
   EXPECT_EQ(c.rel_diffs[0], 0.0);
   EXPECT_DOUBLE_EQ(c.rel_diffs[1], 0.5 / 4.5);  // max|a-b| / max(max|a|, max|b|)
@@ -61,9 +61,9 @@ TEST(CompareSpectra, MetricsByHand) {
   ASSERT_EQ(c.reasons.size(), 1u);
   EXPECT_NE(c.reasons[0].find("rtol"), std::string::npos) << c.reasons[0];
   o.rtol = 0.2;
-  EXPECT_TRUE(knmf::compare_spectra(k, g, a, b, o).passed);
+  EXPECT_TRUE(knmf::results::compare_spectra(k, g, a, b, o).passed);
   o.min_cos = 0.9999;  // cos1 = 0.99938...
-  const auto c2 = knmf::compare_spectra(k, g, a, b, o);
+  const auto c2 = knmf::results::compare_spectra(k, g, a, b, o);
   EXPECT_FALSE(c2.passed);
   ASSERT_EQ(c2.reasons.size(), 1u);
   EXPECT_NE(c2.reasons[0].find("min cosine"), std::string::npos) << c2.reasons[0];
@@ -71,19 +71,19 @@ TEST(CompareSpectra, MetricsByHand) {
 
 TEST(CompareSpectra, ZeroAndNonFiniteRows) {
   const std::vector<double> zero = {0, 0, 0, 1, 2, 3};
-  auto c = knmf::compare_spectra(2, 3, zero, zero, {});
+  auto c = knmf::results::compare_spectra(2, 3, zero, zero, {});
   EXPECT_TRUE(c.passed);
   EXPECT_EQ(c.max_rel_diff, 0.0);
   EXPECT_EQ(c.min_cos, 1.0);
   // a zero row against a nonzero one: cosine 0, rel diff 1
   const std::vector<double> other = {0, 0, 0, 0, 0, 0};
-  c = knmf::compare_spectra(2, 3, zero, other, {});
+  c = knmf::results::compare_spectra(2, 3, zero, other, {});
   EXPECT_FALSE(c.passed);
   EXPECT_EQ(c.max_rel_diff, 1.0);
   EXPECT_EQ(c.min_cos, 0.0);
   std::vector<double> nan = zero;
   nan[4] = std::nan("");
-  c = knmf::compare_spectra(2, 3, nan, zero, {});
+  c = knmf::results::compare_spectra(2, 3, nan, zero, {});
   EXPECT_FALSE(c.passed);
   EXPECT_TRUE(std::isnan(c.max_rel_diff));
 }
@@ -142,10 +142,10 @@ TEST(Compare, OnePerturbedJobFailsAndIsNamed) {
   loose.rtol = 1e-3;
   loose.min_cos = 0.99;
   EXPECT_TRUE(compare((tmp / "a.h5").string(), (tmp / "b.h5").string(), loose).passed());
-  const std::string text = knmf::format_compare_report(r);
+  const std::string text = knmf::results::format_compare_report(r);
   EXPECT_NE(text.find("k = 4, iter = 1:"), std::string::npos) << text;
   EXPECT_NE(text.find("FAIL: 1 of 6"), std::string::npos) << text;
-  const auto j = nlohmann::json::parse(knmf::compare_report_json(r));
+  const auto j = nlohmann::json::parse(knmf::results::compare_report_json(r));
   EXPECT_FALSE(j["passed"].get<bool>());
   ASSERT_EQ(j["failures"].size(), 1u);
   EXPECT_EQ(j["failures"][0]["k"], 4);
@@ -162,15 +162,15 @@ TEST(Compare, ResultsFileAgainstCnmfReplicateFiles) {
   knmf::test::write_results(run, tmp / "a.h5");
   const auto dir = knmf::test::write_cnmf_replicates(run, tmp.path(), "myrun");
   const auto r = compare((tmp / "a.h5").string(), dir.string());
-  EXPECT_TRUE(r.passed()) << knmf::format_compare_report(r);
+  EXPECT_TRUE(r.passed()) << knmf::results::format_compare_report(r);
   EXPECT_EQ(r.b.kind, "cnmf");
   EXPECT_EQ(r.b.name, "myrun");
   EXPECT_EQ(r.overall.jobs, 4);
   EXPECT_EQ(r.overall.iterations_compared, 0);  // cNMF's files do not record them
   EXPECT_EQ(r.overall.final_errors_compared, 0);
-  const std::string text = knmf::format_compare_report(r);
+  const std::string text = knmf::results::format_compare_report(r);
   EXPECT_NE(text.find("n/a"), std::string::npos) << text;
-  const auto j = nlohmann::json::parse(knmf::compare_report_json(r));
+  const auto j = nlohmann::json::parse(knmf::results::compare_report_json(r));
   EXPECT_TRUE(j["overall"]["iterations"].is_null());
   EXPECT_TRUE(j["jobs"][0]["iteration_diff"].is_null());
   // and the other way round, with the run folder given with a trailing slash
@@ -193,13 +193,13 @@ TEST(Compare, CnmfMergedFilesAndNames) {
   const std::string e = error_of(o);
   EXPECT_NE(e.find("--b-name run1"), std::string::npos) << e;
   o.b_name = "run1";
-  const auto r = knmf::compare_runs(o);
-  EXPECT_TRUE(r.passed()) << knmf::format_compare_report(r);
+  const auto r = knmf::results::compare_runs(o);
+  EXPECT_TRUE(r.passed()) << knmf::results::format_compare_report(r);
   EXPECT_EQ(r.overall.jobs, 6);
   EXPECT_NE(r.b.description.find("merged"), std::string::npos) << r.b.description;
   // the cnmf_tmp folder itself is accepted as the run folder
   o.b = (moved / "cnmf_tmp").string();
-  EXPECT_TRUE(knmf::compare_runs(o).passed());
+  EXPECT_TRUE(knmf::results::compare_runs(o).passed());
 }
 
 TEST(Compare, ReplicateFilesWinOverMergedAndMixes) {
@@ -232,7 +232,7 @@ TEST(Compare, PermutedProgramsStillMatch) {
   knmf::test::write_results(run, tmp / "a.h5");
   const auto dir = knmf::test::write_cnmf_replicates(perm, tmp.path(), "p");
   const auto r = compare((tmp / "a.h5").string(), dir.string());
-  EXPECT_TRUE(r.passed()) << knmf::format_compare_report(r);
+  EXPECT_TRUE(r.passed()) << knmf::results::format_compare_report(r);
   EXPECT_EQ(r.overall.max_rel_diff, 0.0);
   bool some_moved = false;
   for (const auto& j : r.jobs) {
@@ -257,10 +257,10 @@ TEST(Compare, GenesInAnotherOrderAreAligned) {
   for (int j = 0; j < 30; j += 2) order.push_back(j);
   const auto dir = knmf::test::write_cnmf_replicates(run, tmp.path(), "g", order);
   const auto r = compare((tmp / "a.h5").string(), dir.string());
-  EXPECT_TRUE(r.passed()) << knmf::format_compare_report(r);
+  EXPECT_TRUE(r.passed()) << knmf::results::format_compare_report(r);
   EXPECT_TRUE(r.genes_reordered);
   EXPECT_EQ(r.overall.max_rel_diff, 0.0);
-  EXPECT_NE(knmf::format_compare_report(r).find("reordered"), std::string::npos);
+  EXPECT_NE(knmf::results::format_compare_report(r).find("reordered"), std::string::npos);
   // and with A the reordered side
   const auto r2 = compare(dir.string(), (tmp / "a.h5").string());
   EXPECT_TRUE(r2.passed());
@@ -306,12 +306,12 @@ TEST(Compare, PartialOverlapFailsUnlessAllowed) {
   EXPECT_EQ(r.overall.failed, 0);
   EXPECT_EQ(r.only_in_a, (std::vector<std::pair<int, int>>{{3, 0}, {4, 0}, {4, 2}}));
   EXPECT_TRUE(r.only_in_b.empty());
-  const std::string text = knmf::format_compare_report(r);
+  const std::string text = knmf::results::format_compare_report(r);
   EXPECT_EQ(text.find("PASS"), std::string::npos) << text;
   EXPECT_NE(text.find("FAIL: 3 jobs have no partner on the other side"), std::string::npos) << text;
   EXPECT_NE(text.find("only in A: (k = 3, iter = 0), (k = 4, iter = 0), (k = 4, iter = 2)\n"),
             std::string::npos) << text;
-  const auto j = nlohmann::json::parse(knmf::compare_report_json(r));
+  const auto j = nlohmann::json::parse(knmf::results::compare_report_json(r));
   EXPECT_EQ(j["only_in_a"].size(), 3u);
   EXPECT_FALSE(j["passed"].get<bool>());
   EXPECT_FALSE(j["allow_unpaired"].get<bool>());
@@ -325,11 +325,11 @@ TEST(Compare, PartialOverlapFailsUnlessAllowed) {
   const auto ok = compare((tmp / "a.h5").string(), dir.string(), allow);
   EXPECT_TRUE(ok.passed());
   EXPECT_EQ(ok.only_in_a.size(), 3u);
-  const std::string ok_text = knmf::format_compare_report(ok);
+  const std::string ok_text = knmf::results::format_compare_report(ok);
   EXPECT_NE(ok_text.find("PASS: all 3 compared jobs are within the thresholds (3 jobs without a "
                          "partner not compared: --allow-unpaired)"),
             std::string::npos) << ok_text;
-  EXPECT_TRUE(nlohmann::json::parse(knmf::compare_report_json(ok))["passed"].get<bool>());
+  EXPECT_TRUE(nlohmann::json::parse(knmf::results::compare_report_json(ok))["passed"].get<bool>());
 }
 
 TEST(Compare, BadInputsAreOneLineErrors) {

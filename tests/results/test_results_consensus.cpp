@@ -16,7 +16,10 @@
 #include <vector>
 
 #include "knmf/core/error.hpp"
-#include "knmf/results/results_file.hpp"
+#include "knmf/results/consensus_records.hpp"
+#include "knmf/results/reader.hpp"
+#include "knmf/results/run_info.hpp"
+#include "knmf/results/writer.hpp"
 #include "test_results_file_checks.hpp"
 #include "test_results_file_support.hpp"
 #include "test_support.hpp"
@@ -24,12 +27,12 @@
 namespace fs = std::filesystem;
 using knmf::InputError;
 using knmf::Job;
-using knmf::io::ConsensusRecord;
-using knmf::io::ResultsAdditions;
-using knmf::io::ResultsReader;
-using knmf::io::ResultsWriteOptions;
-using knmf::io::ResultsWriter;
-using knmf::io::RunInfo;
+using knmf::results::ConsensusRecord;
+using knmf::results::ResultsAdditions;
+using knmf::results::ResultsReader;
+using knmf::results::ResultsWriteOptions;
+using knmf::results::ResultsWriter;
+using knmf::results::RunInfo;
 using knmf::test::SyntheticRun;
 using knmf::test::synthetic_consensus;
 using knmf::test::synthetic_info;
@@ -99,7 +102,7 @@ TEST(ResultsConsensus, RoundTripAndReplacement) {
                    synthetic_consensus(info, 4, 0.5, 1, true, true)};
   add.cells = cell_names(info);
   add.k_selection = synthetic_k_selection(info, 1);
-  knmf::io::update_results_file(path, add);
+  knmf::results::update_results_file(path, add);
   EXPECT_EQ(dir_listing(dir.path()), (std::vector<fs::path>{"before.h5", "run.h5"})) << "a temporary file was left";
   {
     const auto r = ResultsReader::open(path);
@@ -139,7 +142,7 @@ TEST(ResultsConsensus, RoundTripAndReplacement) {
   ResultsAdditions again;
   again.consensus = {synthetic_consensus(info, 3, 0.5, 2, true), synthetic_consensus(info, 3, 0.7, 2, false)};
   again.k_selection = synthetic_k_selection(info, 2);
-  knmf::io::update_results_file(path, again);
+  knmf::results::update_results_file(path, again);
   {
     const auto r = ResultsReader::open(path);
     knmf::test::expect_same_content(r, before);
@@ -159,7 +162,7 @@ TEST(ResultsConsensus, RoundTripAndReplacement) {
   // a k-selection alone keeps every consensus group
   ResultsAdditions only_k;
   only_k.k_selection = synthetic_k_selection(info, 3);
-  knmf::io::update_results_file(path, only_k);
+  knmf::results::update_results_file(path, only_k);
   {
     const auto r = ResultsReader::open(path);
     EXPECT_EQ(r.consensus_list().size(), 3u);
@@ -169,12 +172,12 @@ TEST(ResultsConsensus, RoundTripAndReplacement) {
   // the file keeps its permission bits
   fs::permissions(path, fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read |
                             fs::perms::group_write);
-  knmf::io::update_results_file(path, again);
+  knmf::results::update_results_file(path, again);
   EXPECT_EQ(fs::status(path).permissions(), fs::perms::owner_read | fs::perms::owner_write |
                                                 fs::perms::group_read | fs::perms::group_write);
   const auto size = fs::file_size(path);
   for (int i = 0; i < 3; ++i) {
-    knmf::io::update_results_file(path, again);
+    knmf::results::update_results_file(path, again);
     EXPECT_EQ(fs::file_size(path), size);
   }
 }
@@ -188,7 +191,7 @@ TEST(ResultsConsensus, Float32OutputsAreRoundedAndStoredAsFloat32) {
   ResultsAdditions add;
   add.consensus = {rec};
   add.cells = cell_names(info);
-  knmf::io::update_results_file(path, add);
+  knmf::results::update_results_file(path, add);
   const ConsensusRecord back = ResultsReader::open(path).consensus(4, 0.5);
   ASSERT_EQ(back.usages.size(), rec.usages.size());
   std::size_t rounded = 0;
@@ -250,7 +253,7 @@ TEST(ResultsConsensus, VersionOneFilesAreReadResumedAndUpgraded) {
     ResultsAdditions add;
     add.consensus = {synthetic_consensus(info, 5, 0.5, 1, false)};
     add.cells = cell_names(info);
-    knmf::io::update_results_file(path, add);
+    knmf::results::update_results_file(path, add);
     const auto v2 = ResultsReader::open(path);
     EXPECT_EQ(v2.format_version(), 2);
     knmf::test::expect_same_content(v2, v1);
@@ -268,7 +271,7 @@ TEST(ResultsConsensus, BadAdditionsAreOneLineErrorsAndChangeNothing) {
   const RunInfo info = make_run(path);
   const std::string bytes = slurp(path);
   auto expect_refused = [&](const ResultsAdditions& add, std::vector<std::string> fragments) {
-    const std::string msg = input_error_of([&] { knmf::io::update_results_file(path, add); });
+    const std::string msg = input_error_of([&] { knmf::results::update_results_file(path, add); });
     EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
     EXPECT_EQ(msg.rfind(path.string(), 0), 0u) << "the message starts with the file: " << msg;
     for (const auto& f : fragments) EXPECT_NE(msg.find(f), std::string::npos) << msg << "\n  lacks: " << f;
@@ -353,23 +356,23 @@ TEST(ResultsConsensus, BadAdditionsAreOneLineErrorsAndChangeNothing) {
   }
   const std::string other_bytes = slurp(other);
   auto add = with(base());
-  std::string msg = input_error_of([&] { knmf::io::update_results_file(other, add); });
+  std::string msg = input_error_of([&] { knmf::results::update_results_file(other, add); });
   EXPECT_NE(msg.find("is not a knmf results file"), std::string::npos) << msg;
   EXPECT_EQ(slurp(other), other_bytes);
-  msg = input_error_of([&] { knmf::io::update_results_file(dir / "missing.h5", add); });
+  msg = input_error_of([&] { knmf::results::update_results_file(dir / "missing.h5", add); });
   EXPECT_NE(msg.find("missing.h5: no such file"), std::string::npos) << msg;
-  msg = input_error_of([&] { knmf::io::check_results_updatable(other); });
+  msg = input_error_of([&] { knmf::results::check_results_updatable(other); });
   EXPECT_NE(msg.find("is not a knmf results file"), std::string::npos) << msg;
   // an update abandoned before the rename (here: by the step callback) leaves the file as it was
-  knmf::io::ResultsUpdateOptions abandon;
-  abandon.on_step = [](knmf::io::UpdateStep s) {
-    if (s == knmf::io::UpdateStep::copied) throw InputError("abandoned");
+  knmf::results::ResultsUpdateOptions abandon;
+  abandon.on_step = [](knmf::results::UpdateStep s) {
+    if (s == knmf::results::UpdateStep::copied) throw InputError("abandoned");
   };
-  EXPECT_THROW(knmf::io::update_results_file(path, add, abandon), InputError);
+  EXPECT_THROW(knmf::results::update_results_file(path, add, abandon), InputError);
   EXPECT_EQ(slurp(path), bytes);
   EXPECT_EQ(dir_listing(dir.path()), (std::vector<fs::path>{"other.h5", "run.h5"}));
   // check_results_updatable changes nothing
-  knmf::io::check_results_updatable(path);
+  knmf::results::check_results_updatable(path);
   EXPECT_EQ(slurp(path), bytes);
   EXPECT_EQ(dir_listing(dir.path()), (std::vector<fs::path>{"other.h5", "run.h5"}));
 }
@@ -385,7 +388,7 @@ TEST(ResultsConsensus, CompressionKeepsTheConsensusGroups) {
   add.consensus = {synthetic_consensus(info, 3, 0.5, 1, true, true)};
   add.cells = cell_names(info);
   add.k_selection = synthetic_k_selection(info, 1);
-  knmf::io::update_results_file(path, add);
+  knmf::results::update_results_file(path, add);
   {
     auto w = ResultsWriter::create_or_resume(path, info, gz);
     for (const Job& j : w.pending()) w.write(synthetic_result(w.info(), j));
@@ -425,7 +428,7 @@ TEST(ResultsConsensus, PythonReadsTheConsensusGroups) {
   add.consensus = {synthetic_consensus(info, 4, 0.5, 1, true, true)};
   add.cells = cell_names(info);
   add.k_selection = synthetic_k_selection(info, 1);
-  knmf::io::update_results_file(path, add);
+  knmf::results::update_results_file(path, add);
   const ConsensusRecord& c = add.consensus[0];
   {
     std::ofstream o(dir / "want.f64", std::ios::binary);

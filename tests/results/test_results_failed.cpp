@@ -10,7 +10,9 @@
 
 #include "compare_fixtures.hpp"
 #include "knmf/results/compare.hpp"
-#include "knmf/results/results_file.hpp"
+#include "knmf/results/reader.hpp"
+#include "knmf/results/run_info.hpp"
+#include "knmf/results/writer.hpp"
 #include "test_support.hpp"
 
 namespace {
@@ -18,19 +20,19 @@ using namespace knmf;
 using knmf::test::FakeRun;
 using knmf::test::TempDir;
 
-CompareReport compare_files(const std::string& a, const std::string& b) {
-  CompareOptions o;
+results::CompareReport compare_files(const std::string& a, const std::string& b) {
+  results::CompareOptions o;
   o.a = a;
   o.b = b;
-  return compare_runs(o);
+  return results::compare_runs(o);
 }
 
 /// `run` as a results file, the jobs in `failed` written non_finite (their spectra as given).
 bool write_with_failures(const FakeRun& run, const std::filesystem::path& path,
                          const std::vector<std::pair<int, int>>& failed) {
-  io::ResultsWriteOptions wo;
+  results::ResultsWriteOptions wo;
   wo.fsync = false;
-  auto w = io::ResultsWriter::create_or_resume(path, run_info_of(run), wo);
+  auto w = results::ResultsWriter::create_or_resume(path, run_info_of(run), wo);
   for (const Job& j : w.pending()) {
     ReplicateResult res;
     res.job = j;
@@ -55,22 +57,22 @@ TEST(ResultsFailed, NonFiniteReplicatesAreCommittedButTheFileIsNeverComplete) {
   const FakeRun run = knmf::test::make_fake_run({3, 4}, 3, 20);
   const auto path = tmp / "r.h5";
   EXPECT_FALSE(write_with_failures(run, path, {{4, 1}}));
-  EXPECT_FALSE(io::ResultsReader::open(path).complete());
+  EXPECT_FALSE(results::ResultsReader::open(path).complete());
   // resumed: nothing pending (the failure is not run again), the failure is listed, and
   // finishing again still leaves the file incomplete
-  auto w = io::ResultsWriter::create_or_resume(path, run_info_of(run));
+  auto w = results::ResultsWriter::create_or_resume(path, run_info_of(run));
   EXPECT_TRUE(w.pending().empty());
   ASSERT_EQ(w.failed().size(), 1u);
   EXPECT_EQ(w.failed()[0].k, 4);
   EXPECT_EQ(w.failed()[0].iter, 1);
   EXPECT_EQ(w.n_done(), 6);
   EXPECT_FALSE(w.finish());
-  const auto reader = io::ResultsReader::open(path);
+  const auto reader = results::ResultsReader::open(path);
   EXPECT_FALSE(reader.complete());
-  EXPECT_EQ(reader.table(4).status[1], io::ReplicateState::non_finite);
+  EXPECT_EQ(reader.table(4).status[1], results::ReplicateState::non_finite);
   // without failures the same run completes
   EXPECT_TRUE(write_with_failures(run, tmp / "ok.h5", {}));
-  EXPECT_TRUE(io::ResultsReader::open(tmp / "ok.h5").complete());
+  EXPECT_TRUE(results::ResultsReader::open(tmp / "ok.h5").complete());
 }
 
 // Side A's job (4, 1) failed (its spectra happen to equal B's): it is not a result, so the

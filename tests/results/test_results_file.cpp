@@ -15,7 +15,10 @@
 #include <vector>
 
 #include "knmf/core/error.hpp"
-#include "knmf/results/results_file.hpp"
+#include "knmf/results/consensus_records.hpp"
+#include "knmf/results/reader.hpp"
+#include "knmf/results/run_info.hpp"
+#include "knmf/results/writer.hpp"
 #include "test_results_file_checks.hpp"
 #include "test_results_file_support.hpp"
 #include "test_support.hpp"
@@ -23,12 +26,12 @@
 namespace fs = std::filesystem;
 using knmf::InputError;
 using knmf::Job;
-using knmf::io::ReplicateState;
-using knmf::io::ResultsReader;
-using knmf::io::ResultsWriteOptions;
-using knmf::io::ResultsWriter;
-using knmf::io::RunInfo;
-using knmf::io::WriteStep;
+using knmf::results::ReplicateState;
+using knmf::results::ResultsReader;
+using knmf::results::ResultsWriteOptions;
+using knmf::results::ResultsWriter;
+using knmf::results::RunInfo;
+using knmf::results::WriteStep;
 using knmf::test::SyntheticRun;
 using knmf::test::synthetic_info;
 using knmf::test::synthetic_result;
@@ -114,7 +117,7 @@ TEST_P(ResultsRoundTrip, WriteCommitFinishRead) {
     for (int it = 0; it < s.n_iter; ++it) {
       const auto& job = want.jobs[static_cast<std::size_t>((k - 3) * s.n_iter + it)];
       const auto res = synthetic_result(want, job);
-      EXPECT_EQ(t.status[it], knmf::io::to_state(res.status));
+      EXPECT_EQ(t.status[it], knmf::results::to_state(res.status));
       const auto u = r.usages(k, it);
       if (s.dtype == knmf::Dtype::float64) {
         EXPECT_EQ(u, res.W);
@@ -143,10 +146,10 @@ TEST(ResultsFile, WithoutUsages) {
 }
 
 TEST(ResultsFile, StatesAndNames) {
-  EXPECT_EQ(knmf::io::to_state(knmf::ReplicateStatus::converged), ReplicateState::converged);
-  EXPECT_EQ(knmf::io::to_state(knmf::ReplicateStatus::max_iter), ReplicateState::max_iter);
-  EXPECT_EQ(knmf::io::to_state(knmf::ReplicateStatus::non_finite), ReplicateState::non_finite);
-  EXPECT_EQ(knmf::io::to_string(ReplicateState::pending), "pending");
+  EXPECT_EQ(knmf::results::to_state(knmf::ReplicateStatus::converged), ReplicateState::converged);
+  EXPECT_EQ(knmf::results::to_state(knmf::ReplicateStatus::max_iter), ReplicateState::max_iter);
+  EXPECT_EQ(knmf::results::to_state(knmf::ReplicateStatus::non_finite), ReplicateState::non_finite);
+  EXPECT_EQ(knmf::results::to_string(ReplicateState::pending), "pending");
   EXPECT_EQ(static_cast<int>(ReplicateState::non_finite), 3);
 }
 
@@ -635,11 +638,11 @@ TEST(ResultsFile, OnlyRawDataChangesAfterAConsensusUpdate) {
     left = w.pending().size();
   }
   const RunInfo stored = ResultsReader::open(path).info();
-  knmf::io::ResultsAdditions add;
+  knmf::results::ResultsAdditions add;
   add.consensus = {knmf::test::synthetic_consensus(stored, 3, 0.5, 1, true, true)};
   for (std::int64_t i = 0; i < stored.n_cells; ++i) add.cells.push_back("c" + std::to_string(i));
   add.k_selection = knmf::test::synthetic_k_selection(stored, 1);
-  knmf::io::update_results_file(path, add);
+  knmf::results::update_results_file(path, add);
   const std::string updated = slurp(path);
   {
     auto w = ResultsWriter::create_or_resume(path, info, fast());

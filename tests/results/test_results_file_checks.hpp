@@ -13,7 +13,10 @@
 
 #include "knmf/core/error.hpp"
 
-#include "knmf/results/results_file.hpp"
+#include "knmf/results/consensus_records.hpp"
+#include "knmf/results/reader.hpp"
+#include "knmf/results/run_info.hpp"
+#include "knmf/results/writer.hpp"
 #include "test_results_file_support.hpp"
 
 namespace knmf::test {
@@ -36,14 +39,14 @@ inline std::string input_error_of(const std::function<void()>& f) {
 }
 
 /// Writer options of the tests: no fsync (durability is the kill test's subject).
-inline io::ResultsWriteOptions fast() {
-  io::ResultsWriteOptions o;
+inline results::ResultsWriteOptions fast() {
+  results::ResultsWriteOptions o;
   o.fsync = false;
   return o;
 }
 
 /// The run options, genes and job table of two RunInfos are equal (provenance aside).
-inline void expect_same_run(const io::RunInfo& a, const io::RunInfo& b) {
+inline void expect_same_run(const results::RunInfo& a, const results::RunInfo& b) {
   EXPECT_EQ(a.input, b.input);
   EXPECT_EQ(a.n_cells, b.n_cells);
   EXPECT_EQ(a.genes, b.genes);
@@ -74,8 +77,8 @@ inline void expect_same_run(const io::RunInfo& a, const io::RunInfo& b) {
 
 /// Every replicate flagged completed in `r` holds exactly synthetic_result's values (spectra,
 /// usages, table). Returns the number of completed replicates; adds to `mismatches`.
-inline std::int64_t check_committed(const io::ResultsReader& r, int* mismatches = nullptr) {
-  const io::RunInfo& info = r.info();
+inline std::int64_t check_committed(const results::ResultsReader& r, int* mismatches = nullptr) {
+  const results::RunInfo& info = r.info();
   std::int64_t count = 0;
   int bad = 0;
   for (const Job& job : info.jobs) {
@@ -88,7 +91,7 @@ inline std::int64_t check_committed(const io::ResultsReader& r, int* mismatches 
     const std::string where = "k " + std::to_string(job.k) + " iter " + std::to_string(job.iter);
     bool ok = r.spectra(job.k, job.iter) == want.H && t.iterations[i] == want.n_iter &&
               t.error_at_init[i] == want.error_at_init && t.final_error[i] == want.final_error &&
-              t.seconds[i] == want.seconds && t.status[i] == io::to_state(want.status);
+              t.seconds[i] == want.seconds && t.status[i] == results::to_state(want.status);
     if (info.save_usages) ok = ok && r.usages(job.k, job.iter) == stored_usages(info, want);
     EXPECT_TRUE(ok) << r.path() << ": completed replicate " << where << " does not hold its data";
     bad += ok ? 0 : 1;
@@ -98,7 +101,7 @@ inline std::int64_t check_committed(const io::ResultsReader& r, int* mismatches 
 }
 
 /// Two files hold the same run and the same values for every replicate.
-inline void expect_same_content(const io::ResultsReader& a, const io::ResultsReader& b) {
+inline void expect_same_content(const results::ResultsReader& a, const results::ResultsReader& b) {
   expect_same_run(a.info(), b.info());
   EXPECT_EQ(a.complete(), b.complete());
   for (int k : a.ks()) {
@@ -119,7 +122,7 @@ inline void expect_same_content(const io::ResultsReader& a, const io::ResultsRea
 }
 
 /// Two consensus settings are equal (the provenance, filled in by the writer, aside).
-inline void expect_same_settings(const io::ConsensusSettings& a, const io::ConsensusSettings& b) {
+inline void expect_same_settings(const results::ConsensusSettings& a, const results::ConsensusSettings& b) {
   EXPECT_EQ(a.local_density_threshold, b.local_density_threshold);
   EXPECT_EQ(a.local_neighborhood_size, b.local_neighborhood_size);
   EXPECT_EQ(a.kmeans_n_init, b.kmeans_n_init);
@@ -137,7 +140,7 @@ inline void expect_same_settings(const io::ConsensusSettings& a, const io::Conse
 }
 
 /// True when two consensus records hold the same values (EXPECTs name what differs).
-inline bool same_record(const io::ConsensusRecord& a, const io::ConsensusRecord& b) {
+inline bool same_record(const results::ConsensusRecord& a, const results::ConsensusRecord& b) {
   const bool same = a.k == b.k && a.n_neighbors == b.n_neighbors &&
                     (a.silhouette == b.silhouette || (a.silhouette != a.silhouette && b.silhouette != b.silhouette)) &&
                     a.prediction_error == b.prediction_error && a.refit_n_iter == b.refit_n_iter &&
@@ -153,7 +156,7 @@ inline bool same_record(const io::ConsensusRecord& a, const io::ConsensusRecord&
   return same;
 }
 
-inline void expect_same_record(const io::ConsensusRecord& a, const io::ConsensusRecord& b) {
+inline void expect_same_record(const results::ConsensusRecord& a, const results::ConsensusRecord& b) {
   EXPECT_EQ(a.k, b.k);
   EXPECT_EQ(a.n_neighbors, b.n_neighbors);
   EXPECT_EQ(a.prediction_error, b.prediction_error);
@@ -174,7 +177,7 @@ inline void expect_same_record(const io::ConsensusRecord& a, const io::Consensus
   EXPECT_TRUE(same_record(a, b));
 }
 
-inline bool same_k_selection(const io::KSelectionTable& a, const io::KSelectionTable& b) {
+inline bool same_k_selection(const results::KSelectionTable& a, const results::KSelectionTable& b) {
   return a.k == b.k && a.local_density_threshold == b.local_density_threshold &&
          a.silhouette == b.silhouette && a.prediction_error == b.prediction_error &&
          a.settings.local_density_threshold == b.settings.local_density_threshold;

@@ -28,7 +28,9 @@
 
 #include "knmf/io/atomic_file.hpp"
 #include "knmf/core/error.hpp"
-#include "knmf/results/results_file.hpp"
+#include "knmf/results/consensus_records.hpp"
+#include "knmf/results/reader.hpp"
+#include "knmf/results/run_info.hpp"
 #include "test_results_file_checks.hpp"
 #include "test_results_file_support.hpp"
 #include "test_support.hpp"
@@ -36,7 +38,7 @@
 extern char** environ;
 
 namespace fs = std::filesystem;
-using knmf::io::ResultsReader;
+using knmf::results::ResultsReader;
 using knmf::test::read_bytes;
 using knmf::test::TempDir;
 
@@ -521,13 +523,13 @@ TEST_F(ResultsKill, UpdateAndWriterExcludeEachOther) {
   for (int i = 0; i < 500 && progress.phase() < 3; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   ASSERT_GE(progress.phase(), 3) << "the writer did not start";
-  const knmf::io::RunInfo info = ResultsReader::open(path).info();
+  const knmf::results::RunInfo info = ResultsReader::open(path).info();
   for (int attempt = 0; attempt < 2; ++attempt) {
     try {
       if (attempt == 0) {
-        knmf::io::check_results_updatable(path);
+        knmf::results::check_results_updatable(path);
       } else {
-        knmf::io::update_results_file(path, knmf::test::synthetic_update(info, 1));
+        knmf::results::update_results_file(path, knmf::test::synthetic_update(info, 1));
       }
       ADD_FAILURE() << "an update was allowed while a writer runs";
     } catch (const knmf::InputError& e) {

@@ -7,7 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "knmf/results/results_file.hpp"
+#include "knmf/results/consensus_records.hpp"
+#include "knmf/results/run_info.hpp"
 #include "knmf/random/random_state.hpp"
 #include "knmf/solver/result.hpp"
 
@@ -21,8 +22,8 @@ struct SyntheticRun {
   Dtype dtype = Dtype::float32;
 };
 
-inline io::RunInfo synthetic_info(const SyntheticRun& s) {
-  io::RunInfo info;
+inline results::RunInfo synthetic_info(const SyntheticRun& s) {
+  results::RunInfo info;
   info.input = "data/synthetic.h5ad";
   info.input_absolute = "/data/synthetic.h5ad";
   info.input_fingerprint = "0123456789abcdef";
@@ -45,7 +46,7 @@ inline io::RunInfo synthetic_info(const SyntheticRun& s) {
 
 /// The replicate a run "computes" for `job`: values drawn from RandomState(job.seed), with
 /// exact zeros as NMF produces them, and table entries that differ from one job to another.
-inline ReplicateResult synthetic_result(const io::RunInfo& info, const Job& job) {
+inline ReplicateResult synthetic_result(const results::RunInfo& info, const Job& job) {
   ReplicateResult r;
   r.job = job;
   r.n = info.n_cells;
@@ -73,7 +74,7 @@ inline ReplicateResult synthetic_result(const io::RunInfo& info, const Job& job)
 }
 
 /// The usages as the file stores them (float32 when dtype is float).
-inline std::vector<double> stored_usages(const io::RunInfo& info, const ReplicateResult& r) {
+inline std::vector<double> stored_usages(const results::RunInfo& info, const ReplicateResult& r) {
   std::vector<double> w = r.W;
   if (info.dtype == Dtype::float32)
     for (auto& v : w) v = static_cast<double>(static_cast<float>(v));
@@ -82,9 +83,9 @@ inline std::vector<double> stored_usages(const io::RunInfo& info, const Replicat
 
 /// A consensus record of k at threshold `dt` that fits the run `info`, its values a
 /// function of (k, dt, version) alone. `float32`: usages and TPM spectra are float32 numbers.
-inline io::ConsensusRecord synthetic_consensus(const io::RunInfo& info, int k, double dt, int version,
+inline results::ConsensusRecord synthetic_consensus(const results::RunInfo& info, int k, double dt, int version,
                                                bool tpm, bool float32 = false) {
-  io::ConsensusRecord r;
+  results::ConsensusRecord r;
   r.k = k;
   r.settings.local_density_threshold = dt;
   r.settings.local_neighborhood_size = 0.25 + 0.01 * version;
@@ -100,7 +101,7 @@ inline io::ConsensusRecord synthetic_consensus(const io::RunInfo& info, int k, d
   r.silhouette = value();
   r.prediction_error = 1000.0 * value();
   r.refit_n_iter = 10 + version;
-  r.refit_status = version % 2 ? io::ReplicateState::converged : io::ReplicateState::max_iter;
+  r.refit_status = version % 2 ? results::ReplicateState::converged : results::ReplicateState::max_iter;
   const std::int64_t rows = static_cast<std::int64_t>(info.n_iter) * k;
   for (std::int64_t row = 0; row < rows; ++row) {
     if (row % 5 == 3) continue;  // a dead component
@@ -130,8 +131,8 @@ inline io::ConsensusRecord synthetic_consensus(const io::RunInfo& info, int k, d
 }
 
 /// A k-selection table for every k of the run, a function of `version` alone.
-inline io::KSelectionTable synthetic_k_selection(const io::RunInfo& info, int version) {
-  io::KSelectionTable t;
+inline results::KSelectionTable synthetic_k_selection(const results::RunInfo& info, int version) {
+  results::KSelectionTable t;
   t.settings.local_density_threshold = 0.5;
   t.settings.refit = info.solver;
   t.settings.counts = info.input;
@@ -147,8 +148,8 @@ inline io::KSelectionTable synthetic_k_selection(const io::RunInfo& info, int ve
 
 /// The additions of the kill tests' update number `version`: consensus of k = 3 (with
 /// float32 TPM outputs) and k = 5 at threshold 0.5, the cell names and the k-selection table.
-inline io::ResultsAdditions synthetic_update(const io::RunInfo& info, int version) {
-  io::ResultsAdditions add;
+inline results::ResultsAdditions synthetic_update(const results::RunInfo& info, int version) {
+  results::ResultsAdditions add;
   add.consensus = {synthetic_consensus(info, 3, 0.5, version, true, true),
                    synthetic_consensus(info, 5, 0.5, version, false)};
   for (std::int64_t i = 0; i < info.n_cells; ++i) add.cells.push_back("cell-" + std::to_string(i));

@@ -3,7 +3,7 @@
 /// cNMF's consensus step end to end for one k (`cnmf consensus`), and its k-selection
 /// statistics (`cnmf k_selection_plot`), on matrices streamed from files or memory.
 ///
-/// Steps (algorithms.md section 9, as cNMF 2026 runs them):
+/// Steps (docs/numerics.md, "cNMF's consensus of one k", as cNMF 2026 runs them):
 ///  1. spectra side (clustering.hpp): drop all-zero replicate spectra, L2-normalize, local
 ///     density, keep density < threshold, k-means, per-cluster median normalized to sum 1;
 ///  2. usages: fixed-H refit of norm_counts X on the median spectra (refit.hpp);

@@ -1,10 +1,10 @@
 #pragma once
 /// \file
 /// Native mode: the replicate spectra come from a knmf results file (`knmf factorize`'s
-/// HDF5 output, knmf/results/results_file.hpp), X from the .h5ad it was computed on, the refits
+/// HDF5 output, knmf/results/reader.hpp), X from the .h5ad it was computed on, the refits
 /// use the run's recorded solver options. The outputs go into the results file itself
 /// (/consensus/k_<k>/dt_<T> and /k_selection, written atomically by
-/// io::update_results_file), and, when an output folder is given, also as cNMF's files
+/// results::update_results_file), and, when an output folder is given, also as cNMF's files
 /// (same names, labels and dtypes as cnmf_mode.hpp writes them) under `<output_dir>/<name>/`,
 /// so cNMF's Python tools read them too.
 
@@ -15,7 +15,7 @@
 #include "knmf/consensus/cnmf_mode.hpp"
 #include "knmf/consensus/consensus.hpp"
 #include "knmf/consensus/options.hpp"
-#include "knmf/results/results_file.hpp"
+#include "knmf/results/consensus_records.hpp"
 
 namespace knmf::consensus {
 
@@ -59,7 +59,7 @@ std::vector<KSelectionRow> run_native_k_selection(const ExecSpace& space, const 
 
 /// What the results file stores for one consensus outcome (settings: the options, the
 /// refit solver and the input paths it was computed with).
-io::ConsensusRecord consensus_record(const CnmfConsensusOutcome& outcome,
-                                     const io::ConsensusSettings& settings);
+results::ConsensusRecord consensus_record(const CnmfConsensusOutcome& outcome,
+                                          const results::ConsensusSettings& settings);
 
 }  // namespace knmf::consensus

@@ -6,7 +6,7 @@
 ///
 /// A fixed-H refit reads X only through P = X H^T (n x k), H H^T (k x k) and, for the error,
 /// ||X||^2: coordinate descent updates W from (P, H H^T) alone, MU likewise, and the error
-/// is ||X - W H||^2 = ||X||^2 - 2 <W, P> + <W^T W, H H^T> (algorithms.md section 6). So X is
+/// is ||X - W H||^2 = ||X||^2 - 2 <W, P> + <W^T W, H H^T> (docs/numerics.md). So X is
 /// streamed once in CSR row blocks (RowSource) to form P for every spectra matrix at once;
 /// the iterations then run on the device in O(n k) memory with the solver's own kernels
 /// (the same update, convergence test and chunked reductions as knmf::refit_usages, which

@@ -11,8 +11,8 @@
 #include <utility>
 #include <vector>
 
+#include "knmf/core/job.hpp"
 #include "knmf/io/dataframe.hpp"
-#include "knmf/random/random_state.hpp"
 
 namespace knmf::io {
 

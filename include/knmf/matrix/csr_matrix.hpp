@@ -16,7 +16,7 @@
 
 #include "knmf/core/types.hpp"
 #include "knmf/io/fingerprint.hpp"
-#include "knmf/matrix/detail/gather_segments.hpp"
+#include "knmf/matrix/gather_segments.hpp"
 #include "knmf/matrix/stats.hpp"
 
 namespace knmf {

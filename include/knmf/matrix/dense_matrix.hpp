@@ -85,7 +85,7 @@ void check_float32_scale(const ValueStats& s, size_type n, size_type g, const st
 /// of ||X||^2 to within the rounding of arithmetic of machine epsilon `eps` (that of the
 /// compute type): the other values' squares sum to a positive amount below 16 eps ||X||^2,
 /// so nothing they hold can change a factorization or its error, and every replicate would
-/// "converge" at once with error 0 (the identity of algorithms.md section 6 cancels). An X
+/// "converge" at once with error 0 (the error identity of docs/numerics.md cancels). An X
 /// with a single nonzero value (nothing else to lose) passes. `s` covers the whole X.
 void check_whole_x(const ValueStats& s, double eps, const std::string& source);
 

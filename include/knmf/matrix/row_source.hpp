@@ -10,7 +10,7 @@
 /// host memory one block, for the passes of consensus (a few per k); StreamedMatrix
 /// (streamed_matrix.hpp) holds X in (pinned) host memory and streams it to the device on
 /// every iteration of factorize, where reading the file again per product would dominate.
-/// Both transpose a row block to CSC with the one routine of matrix/detail/block_csc.hpp, so
+/// Both transpose a row block to CSC with the one routine of src/matrix/block_csc.hpp, so
 /// their products see the entries in the same order.
 
 #include <functional>

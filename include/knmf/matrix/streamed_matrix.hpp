@@ -9,15 +9,18 @@
 /// same per-entry accumulation across blocks), for a dense X to rounding (the GEMM of X^T's
 /// column blocks accumulates Q block by block).
 
+#include <Kokkos_Profiling_ScopedRegion.hpp>
+
 #include <memory>
 #include <string>
 #include <type_traits>
 #include <vector>
 
+#include "knmf/core/compat.hpp"
 #include "knmf/core/types.hpp"
 #include "knmf/io/h5ad.hpp"
+#include "knmf/matrix/gather_segments.hpp"
 #include "knmf/matrix/stats.hpp"
-#include "knmf/matrix/detail/gather_segments.hpp"
 
 namespace knmf {
 
@@ -47,7 +50,7 @@ struct StreamBlock {
   size_type base = 0;
   Kokkos::View<ordinal_type*, MemSpace> entries;
   Kokkos::View<T*, MemSpace> values;
-  /// sparse: the long rows of this pass's row_map in segments (detail/gather_segments.hpp)
+  /// sparse: the long rows of this pass's row_map in segments (gather_segments.hpp)
   detail::GatherSegments segments;
 };
 
@@ -133,6 +136,41 @@ private:
   mutable std::shared_ptr<detail::CopyInstance> copy_;
 };
 
-}  // namespace knmf
+// ---- for_each_block (a template over the callback) -------------------------------------------
 
-#include "knmf/matrix/detail/streamed_matrix_impl.hpp"
+namespace detail {
+/// A second instance of the execution space for copies: its own stream on CUDA; the same
+/// (synchronous) instance elsewhere. One per streamed matrix (StreamedMatrix::copy_).
+class CopyInstance {
+public:
+  CopyInstance();
+  ~CopyInstance();
+  CopyInstance(const CopyInstance&) = delete;
+  CopyInstance& operator=(const CopyInstance&) = delete;
+  const ExecSpace& space() const { return space_; }
+
+private:
+  ExecSpace space_;
+  void* stream_ = nullptr;
+};
+}  // namespace detail
+
+template <class T>
+template <class F>
+void StreamedMatrix<T>::for_each_block(const ExecSpace& space, bool transposed, F&& f) const {
+  Kokkos::Profiling::ScopedRegion region(transposed ? "knmf::stream::csc" : "knmf::stream::rows");
+  if (!copy_) copy_ = std::make_shared<detail::CopyInstance>();
+  const detail::CopyInstance& copy = *copy_;
+  const int nb = num_blocks();
+  upload(copy.space(), 0, 0, transposed);
+  for (int b = 0; b < nb; ++b) {
+    copy.space().fence("knmf::stream::block_ready");
+    // block b - 1's compute must be done before its buffer takes block b + 1
+    space.fence("knmf::stream::buffer_free");
+    if (b + 1 < nb) upload(copy.space(), b + 1, (b + 1) % 2, transposed);
+    f(block_view(b, b % 2, transposed));
+  }
+  space.fence("knmf::stream::done");
+}
+
+}  // namespace knmf

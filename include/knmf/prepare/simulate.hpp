@@ -25,7 +25,7 @@
 ///
 /// Reproducibility: the same options give the same counts bit for bit on any machine and for
 /// any row-block split or thread count. Random numbers come from knmf's own generator and
-/// samplers (knmf/prepare/detail/sim_random.hpp), never from std:: distributions; each cell
+/// samplers (src/prepare/sim_random.hpp), never from std:: distributions; each cell
 /// draws from its own stream, keyed by (seed, cell index).
 
 #include <cstdint>

@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "knmf/core/job.hpp"
+
 namespace knmf {
 
 class RandomState {
@@ -40,13 +42,6 @@ private:
 /// cNMF's replicate plan (`cnmf prepare -k ... --n-iter N --seed S`):
 /// `np.random.seed(S); seeds = randint(1, 2**31 - 1, size=len(ks) * N)`, then jobs in the
 /// order of itertools.product(sorted(set(ks)), range(N)).
-struct Job {
-  int k = 0;
-  int iter = 0;
-  std::int64_t seed = 0;
-  /// Position in the job table (cNMF's row index; workers split on it).
-  std::int64_t index = 0;
-};
 std::vector<Job> cnmf_job_table(const std::vector<int>& ks, int n_iter, std::int64_t seed);
 
 /// cNMF's worker split: job i belongs to worker w when (i - w) % total == 0.

@@ -24,7 +24,7 @@
 #include <string>
 #include <vector>
 
-namespace knmf {
+namespace knmf::results {
 
 /// What `knmf compare` is asked to do.
 struct CompareOptions {
@@ -125,4 +125,4 @@ std::string format_compare_report(const CompareReport& report);
 /// list of failures. NaN and infinities are written as null.
 std::string compare_report_json(const CompareReport& report);
 
-}  // namespace knmf
+}  // namespace knmf::results

@@ -12,11 +12,11 @@
 #include <optional>
 #include <vector>
 
+#include "knmf/core/job.hpp"
 #include "knmf/core/types.hpp"
 #include "knmf/matrix/csr_matrix.hpp"
 #include "knmf/matrix/dense_matrix.hpp"
 #include "knmf/matrix/streamed_matrix.hpp"
-#include "knmf/random/random_state.hpp"
 #include "knmf/solver/options.hpp"
 #include "knmf/solver/result.hpp"
 

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "knmf/random/random_state.hpp"
+#include "knmf/core/job.hpp"
 
 namespace knmf {
 

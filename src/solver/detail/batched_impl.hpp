@@ -5,6 +5,7 @@
 
 #include <optional>
 
+#include "knmf/random/random_state.hpp"
 #include "batch_runner.hpp"
 #include "batched.hpp"
 

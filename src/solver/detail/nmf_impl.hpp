@@ -8,6 +8,7 @@
 
 #include <map>
 
+#include "knmf/random/random_state.hpp"
 #include "knmf/solver/nmf.hpp"
 #include "batched.hpp"
 

@@ -66,8 +66,8 @@ struct Verdict {
   static Verdict done(ReplicateStatus s) { return {stop, s}; }
 };
 
-/// ||X - W H||_F from the identity ||X||^2 - 2 <W^T X, H> + <W^T W, H H^T> (algorithms.md,
-/// section 6): `norm2` = ||X||^2, `cross` = <W^T X, H>, `wh` = <W^T W, H H^T>. The sum is
+/// ||X - W H||_F from the identity ||X||^2 - 2 <W^T X, H> + <W^T W, H H^T> (docs/numerics.md,
+/// "The reconstruction error without X - W H"): `norm2` = ||X||^2, `cross` = <W^T X, H>, `wh` = <W^T W, H H^T>. The sum is
 /// clamped at 0 (a fit better than the rounding of its terms), but a term or sum that is not
 /// finite (a product overflowed, a factor diverged) gives NaN: clamping NaN or -Inf to 0 would
 /// report a perfect fit of a failed replicate. A slot whose error is NaN ends non_finite (the

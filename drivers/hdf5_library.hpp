@@ -11,7 +11,7 @@
 /// there is still reported), one that failed leaves HDF5 to the operating system. knmf closes
 /// every file it opened on every path either way (its handles are RAII), so nothing is lost.
 
-namespace knmf::io {
+namespace knmf::cli {
 
 /// HDF5 will not close itself at exit (H5dont_atexit); call before the first HDF5 call.
 void defer_hdf5_shutdown();
@@ -19,4 +19,4 @@ void defer_hdf5_shutdown();
 /// Closes HDF5 (H5close) unless `failed`.
 void finish_hdf5(bool failed);
 
-}  // namespace knmf::io
+}  // namespace knmf::cli
