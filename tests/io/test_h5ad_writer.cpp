@@ -26,21 +26,14 @@ using knmf::test::to_dense;
 CsrBlock<double> sample_matrix(std::int64_t n, std::int64_t g, double density, unsigned seed) {
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<double> u(0.0, 1.0);
-  CsrBlock<double> m;
-  m.row_end = n;
-  m.ncols = g;
+  std::vector<double> x(static_cast<std::size_t>(n * g), 0.0);
   for (std::int64_t i = 0; i < n; ++i) {
-    if (i % 5 != 3) {  // every fifth row empty
-      for (std::int64_t c = 0; c < g; ++c) {
-        if (u(rng) < density) {
-          m.cols.push_back(static_cast<std::int32_t>(c));
-          m.values.push_back(std::ldexp(std::floor(u(rng) * 1e6), -7) + 1e-9 * static_cast<double>(c));
-        }
-      }
-    }
-    m.row_offsets.push_back(m.nnz());
+    if (i % 5 == 3) continue;  // every fifth row empty
+    for (std::int64_t c = 0; c < g; ++c)
+      if (u(rng) < density)
+        x[static_cast<std::size_t>(i * g + c)] = std::ldexp(std::floor(u(rng) * 1e6), -7) + 1e-9 * static_cast<double>(c);
   }
-  return m;
+  return knmf::test::dense_to_csr_block<CsrBlock<double>>(x, g);
 }
 
 /// Rows [r0, r1) of m as a block.

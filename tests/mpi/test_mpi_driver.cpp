@@ -325,20 +325,12 @@ TEST_F(MpiDriver, AFailingRankEndsTheRunWithItsMessage) {
   TempDir tmp("knmf-mpi-fail");
   const auto bad = (tmp.path() / "bad.h5ad").string();
   {
-    io::CsrBlock<float> X;
-    X.row_begin = 0;
-    X.row_end = 60;
-    X.ncols = 8;
-    X.row_offsets = {0};
-    for (int i = 0; i < 60; ++i) {
+    std::vector<float> x(60 * 8, 0.0f);
+    for (int i = 0; i < 60; ++i)
       for (int j = 0; j < 8; ++j)
-        if ((i + j) % 3 == 0) {
-          X.cols.push_back(j);
-          X.values.push_back(i == 59 && j == 1 ? std::numeric_limits<float>::quiet_NaN() : float(1 + i % 5));
-        }
-      X.row_offsets.push_back(std::int64_t(X.values.size()));
-    }
-    io::write_h5ad(bad, X);
+        if ((i + j) % 3 == 0)
+          x[size_t(i * 8 + j)] = i == 59 && j == 1 ? std::numeric_limits<float>::quiet_NaN() : float(1 + i % 5);
+    io::write_h5ad(bad, dense_to_csr_block<io::CsrBlock<float>>(x, 8));
   }
   const auto t0 = std::chrono::steady_clock::now();
   const auto r = run(mpi({"factorize", bad, "-k", "2", "--n-iter", "2", "-o",

@@ -99,3 +99,71 @@ std::uint64_t csr_fingerprint(const std::vector<std::int64_t>& row_offsets,
                               const std::vector<float>& values);
 std::uint64_t names_fingerprint(const std::vector<std::string>& names);
 }  // namespace knmf::test
+
+namespace knmf::test {
+
+// ---- dense to CSR ----------------------------------------------------------------------------
+
+/// A host matrix in CSR: row offsets (rows + 1 of them, from 0), each row's column indices in
+/// ascending order, and its values. The element types are those of knmf's size_type and
+/// ordinal_type (core/types.hpp) and of io::CsrBlock, so the arrays go to
+/// CsrMatrix::from_host and StreamedMatrix::from_host_csr as they are, and into a CsrBlock by
+/// dense_to_csr_block.
+template <class T>
+struct HostCsr {
+  std::vector<std::int64_t> row_offsets{0};
+  std::vector<std::int32_t> cols;
+  std::vector<T> values;
+  std::int64_t nnz() const { return static_cast<std::int64_t>(values.size()); }
+};
+
+/// No zero entry is stored (dense_to_csr's default).
+struct NoExplicitZeros {
+  bool operator()(std::int64_t, std::int64_t) const { return false; }
+};
+
+/// Rows [r0, r1) of the row-major dense matrix `x` with `g` columns, as CSR of T: every nonzero
+/// entry, row by row in column order, and the zero entries (i, j) for which
+/// `keep_zero(i, j)` holds (explicit zeros); the rows are numbered from r0 in `x` and from 0 in
+/// the result.
+template <class T, class S, class KeepZero = NoExplicitZeros>
+HostCsr<T> dense_to_csr(const std::vector<S>& x, std::int64_t g, std::int64_t r0, std::int64_t r1,
+                        KeepZero keep_zero = {}) {
+  HostCsr<T> c;
+  c.row_offsets.reserve(static_cast<std::size_t>(r1 - r0 + 1));
+  for (std::int64_t i = r0; i < r1; ++i) {
+    for (std::int64_t j = 0; j < g; ++j) {
+      const S v = x[static_cast<std::size_t>(i * g + j)];
+      if (v != S(0) || keep_zero(i, j)) {
+        c.cols.push_back(static_cast<std::int32_t>(j));
+        c.values.push_back(static_cast<T>(v));
+      }
+    }
+    c.row_offsets.push_back(c.nnz());
+  }
+  return c;
+}
+/// All of x's rows (x.size() / g).
+template <class T, class S>
+HostCsr<T> dense_to_csr(const std::vector<S>& x, std::int64_t g) {
+  return dense_to_csr<T>(x, g, 0, g == 0 ? 0 : static_cast<std::int64_t>(x.size()) / g);
+}
+
+/// The same as a CSR block (io::CsrBlock<T>, or any type with its members): rows 0..n of the
+/// row-major dense matrix `x` with `g` columns.
+template <class Block, class S, class KeepZero = NoExplicitZeros>
+Block dense_to_csr_block(const std::vector<S>& x, std::int64_t g, KeepZero keep_zero = {}) {
+  using T = typename decltype(Block::values)::value_type;
+  const std::int64_t n = g == 0 ? 0 : static_cast<std::int64_t>(x.size()) / g;
+  auto c = dense_to_csr<T>(x, g, 0, n, keep_zero);
+  Block b;
+  b.row_begin = 0;
+  b.row_end = n;
+  b.ncols = g;
+  b.row_offsets = std::move(c.row_offsets);
+  b.cols = std::move(c.cols);
+  b.values = std::move(c.values);
+  return b;
+}
+
+}  // namespace knmf::test
