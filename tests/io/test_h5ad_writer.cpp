@@ -307,21 +307,11 @@ TEST(H5adWriter, RealMatrixThroughDenseFile) {
 
 // ---- anndata ---------------------------------------------------------------------------------
 
-/// Run a command and return its stdout and exit status.
-std::pair<std::string, int> run(const std::string& cmd) {
-  std::string out;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return {"", -1};
-  char buf[4096];
-  while (std::size_t n = std::fread(buf, 1, sizeof buf, p)) out.append(buf, n);
-  return {out, pclose(p)};
-}
-
 const char* kPython = "/usr/bin/python3";
 
 TEST(H5adWriter, AnndataReadsWhatWeWrite) {
   const std::string py = std::string("env -u PYTHONPATH -u PYTHONHOME ") + kPython;
-  if (!std::filesystem::exists(kPython) || run(py + " -c 'import anndata' 2>/dev/null").second != 0) {
+  if (!std::filesystem::exists(kPython) || knmf::test::run_command(py + " -c 'import anndata'").status != 0) {
     // cmake/bootstrap.sh installs Debian's python3-anndata: a missing one fails
     FAIL() << kPython << " with anndata is missing (cmake/bootstrap.sh installs python3-anndata): "
                          "the anndata check cannot run";
@@ -349,8 +339,9 @@ TEST(H5adWriter, AnndataReadsWhatWeWrite) {
         "  'nnz': int(X.nnz) if sp.issparse(X) else -1}))\n";
     const auto script_path = dir / "check.py";
     std::ofstream(script_path) << script;
-    const auto [out, status] = run(py + " " + script_path.string() + " " + path.string() + " 2>&1");
-    ASSERT_EQ(status, 0) << out;
+    const auto r = knmf::test::run_command(py + " " + script_path.string() + " " + path.string());
+    const std::string& out = r.out;
+    ASSERT_EQ(r.status, 0) << out;
     const auto j = nlohmann::json::parse(out.substr(out.rfind('{')));
     EXPECT_EQ(j["shape"], (std::vector<std::int64_t>{m.rows(), m.ncols}));
     EXPECT_EQ(j["var"].get<std::vector<std::string>>(), var);

@@ -14,6 +14,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <sys/types.h>
+
 namespace knmf::test {
 
 /// tests/data (committed golden data and fixtures); $KNMF_TEST_DATA_DIR overrides it.
@@ -165,5 +167,40 @@ Block dense_to_csr_block(const std::vector<S>& x, std::int64_t g, KeepZero keep_
   b.values = std::move(c.values);
   return b;
 }
+
+// ---- child processes -------------------------------------------------------------------------
+// Every test that runs a program reports how it ended the same way: ProcResult::status is the
+// exit code, or -N where signal N killed it, and a death by a signal the test did not send
+// itself is a test failure that names the signal (run_command, wait_child).
+
+/// How a child process ended, and what it wrote.
+struct ProcResult {
+  int status = -1;  ///< its exit code (0..255), or -N where signal N killed it (killed_by);
+                    ///< -1000 where waitpid failed (a test failure already)
+  std::string out;  ///< what it wrote to stdout and stderr, interleaved as written
+};
+
+/// The status of a child killed by `signal`.
+constexpr int killed_by(int signal) { return -signal; }
+/// A waitpid() status as ProcResult::status: the exit code, or -N for a death by signal N.
+int exit_status(int wait_status);
+/// A ProcResult::status in words: "exit code 3", "killed by signal 9 (Killed)".
+std::string describe_status(int status);
+
+/// Run `command` with /bin/sh -c to its end, its stdout and stderr captured together (the
+/// command may still redirect either). A child killed by a signal adds a test failure naming
+/// the command, the signal and its output, whatever the caller then checks.
+ProcResult run_command(const std::string& command);
+
+/// Wait for the child `pid` (started with fork or posix_spawn) to end; returns its
+/// ProcResult::status. A death by a signal other than `expected_signal` (the one the test sent,
+/// 0 for none) adds a test failure naming the signal; `what` names the child in it.
+int wait_child(pid_t pid, int expected_signal = 0, const std::string& what = "a child process");
+/// The same without blocking: false while the child runs; true once it has ended (and was
+/// reaped), its status then in `status` (checked as wait_child checks it).
+bool poll_child(pid_t pid, int& status, int expected_signal = 0, const std::string& what = "a child process");
+
+/// `s` quoted for /bin/sh (single quotes).
+std::string shell_quote(const std::string& s);
 
 }  // namespace knmf::test
