@@ -381,7 +381,7 @@ TEST_F(CnmfMode, PandasLoadsTheOutputsAsCnmfWritesThem) {
   run_cnmf_k_selection(ExecSpace(), ks, std::cerr);
   const char* py = "/usr/bin/python3";
   if (!fs::exists(py) ||
-      std::system("/usr/bin/python3 -c 'import numpy, pandas' >/dev/null 2>&1") != 0) {
+      knmf::test::run_command("/usr/bin/python3 -c 'import numpy, pandas'").status != 0) {
     // cmake/bootstrap.sh installs python3-numpy and python3-pandas: a missing one fails
     FAIL() << "/usr/bin/python3 with numpy and pandas is missing (cmake/bootstrap.sh installs "
               "python3-numpy, python3-pandas): the outputs cannot be loaded with pandas";
@@ -425,7 +425,9 @@ sys.exit(1 if bad else 0)
   const fs::path refdir = pbmc_dir() / "reference" / "pbmcA";
   const std::string cmd = std::string(py) + " " + script.string() + " " + refdir.string() + " " +
                           tmp.path().string() + "/pbmcA";
-  EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  const auto r = knmf::test::run_command(cmd);
+  std::fputs(r.out.c_str(), stdout);  // the script's line per file, in the test's log
+  EXPECT_EQ(r.status, 0) << cmd << "\n" << r.out;
 }
 
 // Issue 15, defect 3: a replicate of status non_finite is not a factorization. Consensus and

@@ -27,18 +27,10 @@ Problem make_problem(std::int64_t n, std::int64_t g, std::vector<int> ks, double
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<double> u(0, 1);
   p.dense.assign(size_t(n * g), 0.0);
-  p.csr.ncols = g;
-  p.csr.row_end = n;
-  for (std::int64_t i = 0; i < n; ++i) {
+  for (std::int64_t i = 0; i < n; ++i)
     for (std::int64_t j = 0; j < g; ++j)
-      if (u(rng) < density) {
-        const double v = std::floor(u(rng) * 20.0) / 4.0 + 0.25;
-        p.dense[size_t(i * g + j)] = v;
-        p.csr.cols.push_back(std::int32_t(j));
-        p.csr.values.push_back(v);
-      }
-    p.csr.row_offsets.push_back(std::int64_t(p.csr.values.size()));
-  }
+      if (u(rng) < density) p.dense[size_t(i * g + j)] = std::floor(u(rng) * 20.0) / 4.0 + 0.25;
+  p.csr = knmf::test::dense_to_csr_block<io::CsrBlock<double>>(p.dense, g);
   for (int k : ks) {
     HostRows h{k, g, std::vector<double>(size_t(k * g))};
     for (auto& v : h.values) v = u(rng) < 0.3 ? 0.0 : u(rng);

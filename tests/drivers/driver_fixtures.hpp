@@ -14,6 +14,7 @@
 #include "knmf/io/cnmf_files.hpp"
 #include "knmf/io/dataframe.hpp"
 #include "knmf/io/h5ad.hpp"
+#include "test_support.hpp"
 
 namespace knmf::test {
 
@@ -32,18 +33,12 @@ inline std::vector<std::string> files_under(const std::filesystem::path& dir) {
 template <class T = float>
 void write_small_counts(const std::filesystem::path& path, int n, int g,
                         std::vector<std::string> genes = {}, double scale = 1.0, double huge = 0.0) {
-  io::CsrBlock<T> X;
-  X.row_end = n;
-  X.ncols = g;
-  for (int i = 0; i < n; ++i) {
+  std::vector<T> x(std::size_t(n) * std::size_t(g), T(0));
+  for (int i = 0; i < n; ++i)
     for (int j = 0; j < g; ++j)
-      if ((i + 2 * j) % 3 != 0) {
-        X.cols.push_back(j);
-        const double v = (i == 3 && j == 2 && huge > 0) ? huge : scale * (1 + (i * 7 + j * 3) % 5);
-        X.values.push_back(T(v));
-      }
-    X.row_offsets.push_back(std::int64_t(X.values.size()));
-  }
+      if ((i + 2 * j) % 3 != 0)
+        x[std::size_t(i * g + j)] = T((i == 3 && j == 2 && huge > 0) ? huge : scale * (1 + (i * 7 + j * 3) % 5));
+  const auto X = dense_to_csr_block<io::CsrBlock<T>>(x, g);
   io::H5adWriteOptions o;
   o.value_type = std::is_same_v<T, double> ? io::ValueType::Float64 : io::ValueType::Float32;
   o.check_names_utf8 = false;  // the refusal tests give names that are not UTF-8 on purpose

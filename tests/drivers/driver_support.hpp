@@ -18,35 +18,16 @@
 
 namespace knmf::test {
 
-struct ProcResult {
-  int status = -1;  ///< exit code, or -signal
-  std::string out;  ///< stdout + stderr
-};
-
-inline std::string shell_quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
-
-/// Run `knmf args...` to completion (in the folder `cwd` when given); stdout and stderr
-/// captured together. `env`: variable assignments for the driver's environment ("A=1 B=2",
-/// shell-quoted). The driver is started unbound (OMP_PROC_BIND=false, as every test:
+/// Run `knmf args...` to completion (in the folder `cwd` when given) with run_command: stdout
+/// and stderr captured together, a death by a signal a test failure. `env`: variable
+/// assignments for the driver's environment ("A=1 B=2", shell-quoted). The driver is started unbound (OMP_PROC_BIND=false, as every test:
 /// KNMF_TEST_OMP_ENV in tests/CMakeLists.txt), whatever thread count it is given.
 inline ProcResult run_knmf(const std::vector<std::string>& args, const std::string& env = "",
                            const std::string& cwd = "") {
   std::string cmd = cwd.empty() ? "" : "cd " + shell_quote(cwd) + " && ";
   cmd += "OMP_PROC_BIND=false " + env + " " + shell_quote(knmf::test::driver_path());
   for (const auto& a : args) cmd += " " + shell_quote(a);
-  cmd += " 2>&1";
-  ProcResult r;
-  FILE* p = popen(cmd.c_str(), "r");
-  char buf[4096];
-  size_t got;
-  while ((got = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, got);
-  const int st = pclose(p);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -WTERMSIG(st);
-  return r;
+  return run_command(cmd);
 }
 
 /// Start `knmf args...` in the background (output to `log`); returns its pid.
@@ -76,22 +57,14 @@ inline std::vector<std::string> lines(const std::string& s) {
 
 /// True when /usr/bin/python3 can import every module in `modules`.
 inline bool have_python(const std::string& modules) {
-  const std::string cmd = "/usr/bin/python3 -c 'import " + modules + "' > /dev/null 2>&1";
-  return std::system(cmd.c_str()) == 0;
+  return run_command("/usr/bin/python3 -c 'import " + modules + "'").status == 0;
 }
 
-/// Run a Python snippet (written to a file) with /usr/bin/python3; returns exit code + output.
+/// Run a Python snippet (written to a file) with /usr/bin/python3 (run_command).
 inline ProcResult run_python(const std::string& code, const std::filesystem::path& dir) {
   const auto path = dir / "snippet.py";
   std::ofstream(path) << code;
-  ProcResult r;
-  FILE* p = popen(("/usr/bin/python3 " + path.string() + " 2>&1").c_str(), "r");
-  char buf[4096];
-  size_t got;
-  while ((got = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, got);
-  const int st = pclose(p);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
+  return run_command("/usr/bin/python3 " + shell_quote(path.string()));
 }
 
 }  // namespace knmf::test

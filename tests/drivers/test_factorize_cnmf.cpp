@@ -132,8 +132,7 @@ struct SharedRun {
     for (int i = 0; i < 600 && spectra_files(tmp.path()).size() < 6; ++i)
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     kill(pid, SIGKILL);
-    int st = 0;
-    waitpid(pid, &st, 0);
+    wait_child(pid, SIGKILL, "the killed worker 0");
     before_kill = spectra_files(tmp.path());
     // every file under a final name is complete
     for (const auto& f : before_kill) {
@@ -281,7 +280,7 @@ TEST(CnmfModeFiles, AKilledRunsWriteProbeIsRemovedByTheNextRun) {
   // a process that has ended: its pid is free (not reused within this test)
   const pid_t dead = fork();
   if (dead == 0) _exit(0);
-  waitpid(dead, nullptr, 0);
+  ASSERT_EQ(wait_child(dead), 0);
   const fs::path stale = fs::path(p.tmp_dir()) / ("..knmf-write-probe.knmf-tmp-" + std::to_string(dead) + "-0");
   const fs::path live = fs::path(p.tmp_dir()) / ("..knmf-write-probe.knmf-tmp-" + std::to_string(getpid()) + "-0");
   std::ofstream(stale).put('x');

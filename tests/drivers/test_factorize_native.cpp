@@ -97,8 +97,7 @@ TEST_F(Native, KillAndResumeGivesTheSameResultsFile) {
     }
   }
   kill(pid, SIGKILL);
-  int st = 0;
-  waitpid(pid, &st, 0);
+  wait_child(pid, SIGKILL, "the killed run");
   {
     const auto rd = results::ResultsReader::open(part);
     ASSERT_FALSE(rd.complete()) << "the run finished before it could be killed";

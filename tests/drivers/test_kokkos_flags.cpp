@@ -151,13 +151,10 @@ TEST_F(KokkosFlags, EnvironmentKokkosReadsIsChecked) {
 // `knmf --version` says what was decided.
 std::string host_threads_line(const std::string& env, const std::string& flag = "") {
   std::string cmd = "env -u OMP_PROC_BIND -u OMP_PLACES -u OMP_NUM_THREADS -u KOKKOS_NUM_THREADS " + env +
-                    " " + knmf::test::shell_quote(knmf::test::driver_path()) + " " + flag + " --version 2>&1";
-  std::string out;
-  FILE* p = popen(cmd.c_str(), "r");
-  char buf[4096];
-  size_t got;
-  while ((got = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, got);
-  EXPECT_EQ(pclose(p), 0) << out;
+                    " " + knmf::test::shell_quote(knmf::test::driver_path()) + " " + flag + " --version";
+  const auto r = knmf::test::run_command(cmd);
+  const std::string& out = r.out;
+  EXPECT_EQ(r.status, 0) << out;
   EXPECT_EQ(out.find("OMP_PROC_BIND environment variable not set"), std::string::npos) << out;
   for (const auto& l : lines(out))
     if (l.rfind("host threads: ", 0) == 0) return l;

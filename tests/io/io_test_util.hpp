@@ -30,8 +30,8 @@ inline bool python_with_pandas() {
                          "python3-pandas): the pandas cross-check cannot run ***\n", kPython);
     return false;
   }
-  const std::string cmd = std::string(kPython) + " -c 'import numpy, pandas' >/dev/null 2>&1";
-  if (std::system(cmd.c_str()) != 0) {
+  const auto r = run_command(std::string(kPython) + " -c 'import numpy, pandas'");
+  if (r.status != 0) {
     std::fprintf(stderr, "*** %s lacks numpy/pandas (cmake/bootstrap.sh installs python3-numpy "
                          "and python3-pandas): the pandas cross-check cannot run ***\n", kPython);
     return false;
@@ -39,13 +39,13 @@ inline bool python_with_pandas() {
   return true;
 }
 
-/// Write `script` to dir/name and run it with /usr/bin/python3 and `args`; returns the exit code.
-inline int run_python(const std::filesystem::path& dir, const std::string& script,
-                      const std::string& args) {
+/// Write `script` to dir/check.py and run it with /usr/bin/python3 and `args` (run_command:
+/// its exit code and output).
+inline ProcResult run_python(const std::filesystem::path& dir, const std::string& script,
+                             const std::string& args) {
   const auto file = dir / "check.py";
   std::ofstream(file) << script;
-  const std::string cmd = std::string(kPython) + " " + file.string() + " " + args;
-  return std::system(cmd.c_str());
+  return run_command(std::string(kPython) + " " + shell_quote(file.string()) + " " + args);
 }
 
 inline std::string slurp(const std::string& path) {

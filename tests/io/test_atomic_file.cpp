@@ -3,7 +3,6 @@
 #include <gtest/gtest.h>
 
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -33,8 +32,7 @@ std::vector<std::string> names_in(const fs::path& dir) {
 pid_t dead_pid() {
   const pid_t pid = ::fork();
   if (pid == 0) ::_exit(0);
-  int status = 0;
-  ::waitpid(pid, &status, 0);
+  EXPECT_EQ(knmf::test::wait_child(pid), 0);
   return pid;
 }
 

@@ -322,7 +322,8 @@ assert merged.shape == (2 * k, g)
 assert merged.values[1, 1] == 1.0 / (1.0 + 7.0)
 )";
   const std::string pattern = (std::filesystem::path(paths.tmp_dir()) / "run.spectra.k_%d.iter_%d.df.npz").string();
-  EXPECT_EQ(knmf::test::run_python(dir.path(), script, pattern + " " + std::to_string(k) + " " + std::to_string(g)), 0);
+  const auto py = knmf::test::run_python(dir.path(), script, pattern + " " + std::to_string(k) + " " + std::to_string(g));
+  EXPECT_EQ(py.status, 0) << py.out;
 }
 
 }  // namespace

@@ -247,7 +247,8 @@ assert np.array_equal(t.values.astype(np.float32), a.values, equal_nan=True), (t
 json.dump({"dtype": str(a.values.dtype), "values": [float(v).hex() for v in a.values.ravel()]},
           open(sys.argv[3], "w"))
 )";
-  ASSERT_EQ(knmf::test::run_python(dir.path(), script, path + " " + txt + " " + json_out), 0);
+  const auto py = knmf::test::run_python(dir.path(), script, path + " " + txt + " " + json_out);
+  ASSERT_EQ(py.status, 0) << py.out;
   const auto seen = nlohmann::json::parse(knmf::test::slurp(json_out));
   EXPECT_EQ(seen["dtype"], "float32");
   for (std::size_t k = 0; k < want.data.size(); ++k) {
@@ -361,7 +362,8 @@ json.dump({"shape": list(a.shape), "dtype": str(a.values.dtype),
            "index": [lab(v) for v in a.index], "columns": [lab(v) for v in a.columns],
            "values": [float(v).hex() for v in a.values.ravel()]}, open(sys.argv[2], "w"))
 )";
-  ASSERT_EQ(knmf::test::run_python(dir.path(), script, path + " " + json_out), 0);
+  const auto py = knmf::test::run_python(dir.path(), script, path + " " + json_out);
+  ASSERT_EQ(py.status, 0) << py.out;
   const auto seen = nlohmann::json::parse(knmf::test::slurp(json_out));
   EXPECT_EQ(seen["shape"], nlohmann::json::array({3, 4}));
   EXPECT_EQ(seen["dtype"], "float64");

@@ -26,21 +26,14 @@ using knmf::test::to_dense;
 CsrBlock<double> sample_matrix(std::int64_t n, std::int64_t g, double density, unsigned seed) {
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<double> u(0.0, 1.0);
-  CsrBlock<double> m;
-  m.row_end = n;
-  m.ncols = g;
+  std::vector<double> x(static_cast<std::size_t>(n * g), 0.0);
   for (std::int64_t i = 0; i < n; ++i) {
-    if (i % 5 != 3) {  // every fifth row empty
-      for (std::int64_t c = 0; c < g; ++c) {
-        if (u(rng) < density) {
-          m.cols.push_back(static_cast<std::int32_t>(c));
-          m.values.push_back(std::ldexp(std::floor(u(rng) * 1e6), -7) + 1e-9 * static_cast<double>(c));
-        }
-      }
-    }
-    m.row_offsets.push_back(m.nnz());
+    if (i % 5 == 3) continue;  // every fifth row empty
+    for (std::int64_t c = 0; c < g; ++c)
+      if (u(rng) < density)
+        x[static_cast<std::size_t>(i * g + c)] = std::ldexp(std::floor(u(rng) * 1e6), -7) + 1e-9 * static_cast<double>(c);
   }
-  return m;
+  return knmf::test::dense_to_csr_block<CsrBlock<double>>(x, g);
 }
 
 /// Rows [r0, r1) of m as a block.
@@ -314,21 +307,11 @@ TEST(H5adWriter, RealMatrixThroughDenseFile) {
 
 // ---- anndata ---------------------------------------------------------------------------------
 
-/// Run a command and return its stdout and exit status.
-std::pair<std::string, int> run(const std::string& cmd) {
-  std::string out;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return {"", -1};
-  char buf[4096];
-  while (std::size_t n = std::fread(buf, 1, sizeof buf, p)) out.append(buf, n);
-  return {out, pclose(p)};
-}
-
 const char* kPython = "/usr/bin/python3";
 
 TEST(H5adWriter, AnndataReadsWhatWeWrite) {
   const std::string py = std::string("env -u PYTHONPATH -u PYTHONHOME ") + kPython;
-  if (!std::filesystem::exists(kPython) || run(py + " -c 'import anndata' 2>/dev/null").second != 0) {
+  if (!std::filesystem::exists(kPython) || knmf::test::run_command(py + " -c 'import anndata'").status != 0) {
     // cmake/bootstrap.sh installs Debian's python3-anndata: a missing one fails
     FAIL() << kPython << " with anndata is missing (cmake/bootstrap.sh installs python3-anndata): "
                          "the anndata check cannot run";
@@ -356,8 +339,9 @@ TEST(H5adWriter, AnndataReadsWhatWeWrite) {
         "  'nnz': int(X.nnz) if sp.issparse(X) else -1}))\n";
     const auto script_path = dir / "check.py";
     std::ofstream(script_path) << script;
-    const auto [out, status] = run(py + " " + script_path.string() + " " + path.string() + " 2>&1");
-    ASSERT_EQ(status, 0) << out;
+    const auto r = knmf::test::run_command(py + " " + script_path.string() + " " + path.string());
+    const std::string& out = r.out;
+    ASSERT_EQ(r.status, 0) << out;
     const auto j = nlohmann::json::parse(out.substr(out.rfind('{')));
     EXPECT_EQ(j["shape"], (std::vector<std::int64_t>{m.rows(), m.ncols}));
     EXPECT_EQ(j["var"].get<std::vector<std::string>>(), var);

@@ -164,10 +164,10 @@ TEST(Zip, PythonZipfileReadsWhatWeWrite) {
         "assert z.read('b.bin') == b'hello'\n"
         "assert len(z.read('a.bin')) == int(sys.argv[2])\n"
         "assert zlib.crc32(z.read('a.bin')) == int(sys.argv[3])\n";
-    EXPECT_EQ(knmf::test::run_python(dir.path(), script,
-                                     path + " " + std::to_string(payload.size()) + " " +
-                                         std::to_string(knmf::test::crc32_of(payload))),
-              0);
+    const auto py = knmf::test::run_python(dir.path(), script,
+                                           path + " " + std::to_string(payload.size()) + " " +
+                                               std::to_string(knmf::test::crc32_of(payload)));
+    EXPECT_EQ(py.status, 0) << py.out;
   }
 }
 

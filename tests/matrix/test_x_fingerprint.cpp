@@ -66,21 +66,10 @@ TEST(XFingerprint, IsTheSameForEveryStorageOfTheSameMatrix) {
 }
 
 /// A CSR file of the rows (row-major values: zero = no entry, or an explicit zero entry).
-void write_csr(const std::string& path, std::int64_t n, std::int64_t g, const std::vector<double>& x,
+void write_csr(const std::string& path, std::int64_t g, const std::vector<double>& x,
                bool explicit_zeros, io::StorageFormat format, io::ValueType type) {
-  io::CsrBlock<double> m;
-  m.row_begin = 0;
-  m.row_end = n;
-  m.ncols = g;
-  for (std::int64_t i = 0; i < n; ++i) {
-    for (std::int64_t j = 0; j < g; ++j) {
-      const double v = x[static_cast<std::size_t>(i * g + j)];
-      if (v == 0 && !(explicit_zeros && (i + j) % 3 == 0)) continue;
-      m.cols.push_back(std::int32_t(j));
-      m.values.push_back(v);
-    }
-    m.row_offsets.push_back(std::int64_t(m.values.size()));
-  }
+  const auto m = knmf::test::dense_to_csr_block<io::CsrBlock<double>>(
+      x, g, [&](std::int64_t i, std::int64_t j) { return explicit_zeros && (i + j) % 3 == 0; });
   io::H5adWriteOptions o;
   o.format = format;
   o.value_type = type;
@@ -104,8 +93,8 @@ TEST(XFingerprint, IsTheSameForEveryLoadAndDiffersForAnotherMatrix) {
   const std::int64_t n = 37, g = 11;
   auto x = test_matrix(n, g);
   const auto csr = (tmp / "csr.h5ad").string(), dense = (tmp / "dense.h5ad").string();
-  write_csr(csr, n, g, x, true, io::StorageFormat::Csr, io::ValueType::Float32);
-  write_csr(dense, n, g, x, false, io::StorageFormat::Dense, io::ValueType::Float64);
+  write_csr(csr, g, x, true, io::StorageFormat::Csr, io::ValueType::Float32);
+  write_csr(dense, g, x, false, io::StorageFormat::Dense, io::ValueType::Float64);
   const std::string ref = read_all<double>(csr, false, n);
   ASSERT_EQ(ref.size(), 16u);
   ExecSpace space;
@@ -138,26 +127,26 @@ TEST(XFingerprint, IsTheSameForEveryLoadAndDiffersForAnotherMatrix) {
   // another matrix of the same shape: one value changed by one float32 ulp, or moved
   auto changed = x;
   changed[5] = changed[5] == 0 ? 0.25 : double(std::nextafter(float(changed[5]), 100.0f));
-  write_csr((tmp / "changed.h5ad").string(), n, g, changed, false, io::StorageFormat::Csr, io::ValueType::Float32);
+  write_csr((tmp / "changed.h5ad").string(), g, changed, false, io::StorageFormat::Csr, io::ValueType::Float32);
   EXPECT_NE(read_all<double>((tmp / "changed.h5ad").string(), false, n), ref);
   auto moved = x;
   std::size_t nz = 0;
   while (moved[nz] == 0 || moved[nz + 1] != 0) ++nz;
   std::swap(moved[nz], moved[nz + 1]);
-  write_csr((tmp / "moved.h5ad").string(), n, g, moved, false, io::StorageFormat::Csr, io::ValueType::Float32);
+  write_csr((tmp / "moved.h5ad").string(), g, moved, false, io::StorageFormat::Csr, io::ValueType::Float32);
   EXPECT_NE(read_all<double>((tmp / "moved.h5ad").string(), false, n), ref);
   // a float64 file whose values float32 cannot hold: read as float, X is rounded, but its
   // fingerprint is of the file's values (the same for --dtype float and double)
   auto fine = x;
   fine[5] = 1.0 + 1e-12;
   const auto f64 = (tmp / "fine.h5ad").string();
-  write_csr(f64, n, g, fine, false, io::StorageFormat::Csr, io::ValueType::Float64);
+  write_csr(f64, g, fine, false, io::StorageFormat::Csr, io::ValueType::Float64);
   const auto fine_ref = read_all<double>(f64, false, n);
   EXPECT_EQ(read_all<float>(f64, false, 3), fine_ref);
   EXPECT_EQ(load_csr<float>(space, io::H5adReader::open(f64)).fingerprint().text(n, g), fine_ref);
   auto rounded = fine;
   rounded[5] = double(float(fine[5]));
-  write_csr((tmp / "rounded.h5ad").string(), n, g, rounded, false, io::StorageFormat::Csr, io::ValueType::Float64);
+  write_csr((tmp / "rounded.h5ad").string(), g, rounded, false, io::StorageFormat::Csr, io::ValueType::Float64);
   EXPECT_NE(read_all<double>((tmp / "rounded.h5ad").string(), false, n), fine_ref);
 }
 

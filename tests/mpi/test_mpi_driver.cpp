@@ -30,15 +30,7 @@ std::vector<std::string> mpi(std::vector<std::string> knmf_args) {
 ProcResult run(const std::vector<std::string>& args, const std::string& env = "") {
   std::string cmd = "OMP_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 " + env;
   for (const auto& a : args) cmd += " " + shell_quote(a);
-  cmd += " 2>&1";
-  ProcResult r;
-  FILE* p = popen(cmd.c_str(), "r");
-  char buf[4096];
-  size_t got;
-  while ((got = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, got);
-  const int st = pclose(p);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
+  return run_command(cmd);
 }
 
 std::string counts() {
@@ -293,17 +285,16 @@ TEST_F(MpiDriver, KilledRunResumesWithoutRedoingFinishedJobs) {
   // as a batch scheduler ends a job: every process of it (OpenMPI puts each rank in its own
   // process group, so kill the launcher's group and every rank by its command line)
   // The pattern is a regular expression that matches the ranks' command lines but not its own
-  // text ("r[.]h5" against "r.h5"): the `sh -c` that system() starts for pgrep holds the
+  // text ("r[.]h5" against "r.h5"): the `sh -c` that run_command starts for pgrep holds the
   // pattern in its own command line, so a literal path matched that shell every time and the
   // wait below ran out its 100 rounds (5 s per rank count) without ever seeing the ranks gone.
   const auto pattern = shell_quote(out.substr(0, out.rfind('.')) + "[.]" + out.substr(out.rfind('.') + 1));
   kill(-pid, SIGKILL);
-  std::system(("pkill -KILL -f " + pattern + " > /dev/null 2>&1").c_str());
-  int st = 0;
-  waitpid(pid, &st, 0);
+  run_command("pkill -KILL -f " + pattern);
+  wait_child(pid, SIGKILL, "the killed mpiexec");
   bool gone = false;
   for (int i = 0; i < 100 && !gone; ++i) {  // wait until no rank is left
-    gone = std::system(("pgrep -f " + pattern + " > /dev/null 2>&1").c_str()) != 0;
+    gone = run_command("pgrep -f " + pattern).status != 0;
     if (!gone) std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   EXPECT_TRUE(gone) << "a rank of the killed run is still running after 5 s";
@@ -325,20 +316,12 @@ TEST_F(MpiDriver, AFailingRankEndsTheRunWithItsMessage) {
   TempDir tmp("knmf-mpi-fail");
   const auto bad = (tmp.path() / "bad.h5ad").string();
   {
-    io::CsrBlock<float> X;
-    X.row_begin = 0;
-    X.row_end = 60;
-    X.ncols = 8;
-    X.row_offsets = {0};
-    for (int i = 0; i < 60; ++i) {
+    std::vector<float> x(60 * 8, 0.0f);
+    for (int i = 0; i < 60; ++i)
       for (int j = 0; j < 8; ++j)
-        if ((i + j) % 3 == 0) {
-          X.cols.push_back(j);
-          X.values.push_back(i == 59 && j == 1 ? std::numeric_limits<float>::quiet_NaN() : float(1 + i % 5));
-        }
-      X.row_offsets.push_back(std::int64_t(X.values.size()));
-    }
-    io::write_h5ad(bad, X);
+        if ((i + j) % 3 == 0)
+          x[size_t(i * 8 + j)] = i == 59 && j == 1 ? std::numeric_limits<float>::quiet_NaN() : float(1 + i % 5);
+    io::write_h5ad(bad, dense_to_csr_block<io::CsrBlock<float>>(x, 8));
   }
   const auto t0 = std::chrono::steady_clock::now();
   const auto r = run(mpi({"factorize", bad, "-k", "2", "--n-iter", "2", "-o",

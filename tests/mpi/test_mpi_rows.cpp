@@ -66,19 +66,9 @@ mpi::DistributedMatrix<DenseMatrix<double>> block_of(const Dataset& d, size_type
 
 template <>
 mpi::DistributedMatrix<CsrMatrix<double>> block_of(const Dataset& d, size_type r0, size_type r1) {
-  std::vector<size_type> off{0};
-  std::vector<ordinal_type> cols;
-  std::vector<double> vals;
-  for (size_type i = r0; i < r1; ++i) {
-    for (size_type j = 0; j < d.g; ++j)
-      if (d.x[size_t(i * d.g + j)] != 0) {
-        cols.push_back(ordinal_type(j));
-        vals.push_back(d.x[size_t(i * d.g + j)]);
-      }
-    off.push_back(size_type(vals.size()));
-  }
-  CsrMatrix<double> m(ExecSpace(), r1 - r0, d.g, off.back());
-  m.set_rows(0, r1 - r0, off.data(), cols.data(), vals.data());
+  const auto c = knmf::test::dense_to_csr<double>(d.x, d.g, r0, r1);
+  CsrMatrix<double> m(ExecSpace(), r1 - r0, d.g, c.nnz());
+  m.set_rows(0, r1 - r0, c.row_offsets.data(), c.cols.data(), c.values.data());
   m.finalize("block", default_reduction_chunk, true);
   return mpi::DistributedMatrix<CsrMatrix<double>>(MPI_COMM_WORLD, std::move(m), r0, d.n);
 }

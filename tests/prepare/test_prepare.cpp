@@ -54,21 +54,12 @@ TEST(HighvarGenes, RejectsNonPositiveCount) {
 
 // 5 cells x 4 genes with a zero cell (row 2) and a zero gene (column 3).
 io::CsrBlock<float> tiny() {
-  io::CsrBlock<float> X;
-  X.row_begin = 0;
-  X.row_end = 5;
-  X.ncols = 4;
-  const std::vector<std::vector<float>> dense = {
-      {1, 0, 3, 0}, {0, 2, 1, 0}, {0, 0, 0, 0}, {4, 1, 0, 0}, {2, 0, 5, 0}};
-  for (const auto& row : dense) {
-    for (int j = 0; j < 4; ++j)
-      if (row[size_t(j)] != 0) {
-        X.cols.push_back(j);
-        X.values.push_back(row[size_t(j)]);
-      }
-    X.row_offsets.push_back(X.nnz());
-  }
-  return X;
+  const std::vector<float> dense = {1, 0, 3, 0,  //
+                                    0, 2, 1, 0,  //
+                                    0, 0, 0, 0,  //
+                                    4, 1, 0, 0,  //
+                                    2, 0, 5, 0};
+  return knmf::test::dense_to_csr_block<io::CsrBlock<float>>(dense, 4);
 }
 
 TEST(Prepare, TpmScalingAndZeroCellsAndGenesByHand) {

@@ -8,7 +8,6 @@
 #include <zlib.h>
 
 #include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -633,11 +632,11 @@ TEST(PrepareRunFolder, KilledTwentyTimesWhileWritingThenRerunIsAnUninterruptedRu
     const pid_t pid = start(args(out));
     int st = 0;
     std::optional<clock::time_point> seen;
-    while (waitpid(pid, &st, WNOHANG) == 0) {
+    while (!poll_child(pid, st, 0, "the uninterrupted prepare")) {
       if (!seen && staging(pid)) seen = clock::now();
       std::this_thread::sleep_for(std::chrono::microseconds(200));
     }
-    ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    ASSERT_EQ(st, 0) << describe_status(st);
     ASSERT_TRUE(seen) << "the staging folder was never seen";
     write_s = std::chrono::duration<double>(clock::now() - *seen).count();
   }
@@ -650,7 +649,7 @@ TEST(PrepareRunFolder, KilledTwentyTimesWhileWritingThenRerunIsAnUninterruptedRu
     int st = 0;
     bool done = false;
     while (!staging(pid)) {
-      if (waitpid(pid, &st, WNOHANG) != 0) {
+      if (poll_child(pid, st, 0, "a prepare to be killed")) {
         done = true;
         break;
       }
@@ -659,9 +658,11 @@ TEST(PrepareRunFolder, KilledTwentyTimesWhileWritingThenRerunIsAnUninterruptedRu
     if (done) continue;  // finished before its staging folder was seen: no kill landed
     std::this_thread::sleep_for(std::chrono::duration<double>(
         std::uniform_real_distribution<double>(0.0, 0.9)(rng) * write_s));
-    const bool running = waitpid(pid, &st, WNOHANG) == 0;
-    kill(pid, SIGKILL);
-    waitpid(pid, &st, 0);
+    const bool running = !poll_child(pid, st, 0, "a prepare to be killed");
+    if (running) {
+      kill(pid, SIGKILL);
+      wait_child(pid, SIGKILL, "a killed prepare");
+    }
     landed += running;
   }
   EXPECT_EQ(landed, 20);

@@ -294,7 +294,7 @@ TEST(Simulate, WritesAnnDataAndTruthFiles) {
 
   // pandas/anndata read them as cNMF would (cmake/bootstrap.sh installs Debian's
   // python3-anndata and python3-pandas: a missing one fails).
-  ASSERT_EQ(std::system("/usr/bin/python3 -c 'import anndata, pandas' >/dev/null 2>&1"), 0)
+  ASSERT_EQ(knmf::test::run_command("/usr/bin/python3 -c 'import anndata, pandas'").status, 0)
       << "/usr/bin/python3 with anndata and pandas is missing (cmake/bootstrap.sh installs them)";
   const std::string py =
       "/usr/bin/python3 -c \"import anndata, numpy as np, pandas as pd, sys; "
@@ -306,7 +306,8 @@ TEST(Simulate, WritesAnnDataAndTruthFiles) {
       "assert np.allclose(p.values.sum(1), 1) and np.allclose(u.values.sum(1), 1); "
       "assert int(a.X.nnz) == " + std::to_string(mem.counts.nnz()) + "\" " +
       path + " " + files.programs + " " + files.usages;
-  EXPECT_EQ(std::system(py.c_str()), 0);
+  const auto r = knmf::test::run_command(py);
+  EXPECT_EQ(r.status, 0) << r.out;
 }
 
 TEST(SimulateCli, WritesTheFilesAndRejectsBadOptions) {
@@ -326,8 +327,9 @@ TEST(SimulateCli, WritesTheFilesAndRejectsBadOptions) {
   if (std::filesystem::exists(exe)) {
     const auto path1 = (dir / "one_thread.h5ad").string();
     const std::string cmd = exe.string() + " --kokkos-threads=1 simulate -o " + path1 +
-                            " --cells 300 --genes 400 --programs 3 --activity 2 --seed 42 >/dev/null";
-    ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+                            " --cells 300 --genes 400 --programs 3 --activity 2 --seed 42";
+    const auto r = knmf::test::run_command(cmd);
+    ASSERT_EQ(r.status, 0) << cmd << "\n" << r.out;
     auto r1 = io::H5adReader::open(path1);
     io::CsrBlock<float> X1;
     r1.read_csr_rows<float>(0, r1.info().n_obs, X1);

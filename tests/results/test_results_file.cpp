@@ -722,7 +722,7 @@ TEST(ResultsFile, GzipIsAppliedWhenTheRunCompletes) {
 TEST(ResultsFile, PythonReadsTheSchema) {
   const char* python = "/usr/bin/python3";
   if (!fs::exists(python) ||
-      std::system((std::string(python) + " -c 'import h5py, numpy' >/dev/null 2>&1").c_str()) != 0) {
+      knmf::test::run_command(std::string(python) + " -c 'import h5py, numpy'").status != 0) {
     // cmake/bootstrap.sh installs python3-h5py and python3-numpy: a missing one fails
     FAIL() << python << " with h5py and numpy is missing (cmake/bootstrap.sh installs python3-h5py, "
                         "python3-numpy): the h5py schema check cannot run";
@@ -800,5 +800,7 @@ print("h5py schema check: ok")
 )PY";
   std::ofstream(dir / "check.py") << script;
   const std::string cmd = std::string(python) + " " + (dir / "check.py").string() + " " + path.string() + " " + dir.path().string();
-  EXPECT_EQ(std::system(cmd.c_str()), 0) << "the h5py check failed (see its output above)";
+  const auto r = knmf::test::run_command(cmd);
+  std::fputs(r.out.c_str(), stdout);
+  EXPECT_EQ(r.status, 0) << "the h5py check failed:\n" << r.out;
 }

@@ -10,7 +10,6 @@
 #include <signal.h>
 #include <spawn.h>
 #include <sys/mman.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -39,8 +38,12 @@ extern char** environ;
 
 namespace fs = std::filesystem;
 using knmf::results::ResultsReader;
+using knmf::test::describe_status;
+using knmf::test::killed_by;
+using knmf::test::poll_child;
 using knmf::test::read_bytes;
 using knmf::test::TempDir;
+using knmf::test::wait_child;
 
 namespace {
 
@@ -109,22 +112,22 @@ pid_t spawn_helper(const std::vector<std::string>& args, const fs::path& stderr_
 }
 
 /// Wait (up to `timeout_s`) until the helper `pid` reports `phase` or later. Returns false
-/// when it exited first; its wait status is then in `status`.
+/// when it ended first; its status (knmf::test::exit_status: an exit code, or
+/// killed_by(SIGKILL), the one signal it may die of) is then in `status`.
 bool wait_for_phase(const ProgressFile& progress, pid_t pid, int phase, double timeout_s, int& status) {
   const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
   while (progress.phase() < phase && std::chrono::steady_clock::now() < end) {
-    if (::waitpid(pid, &status, WNOHANG) == pid) return false;
+    if (poll_child(pid, status, SIGKILL, "the helper")) return false;
     std::this_thread::sleep_for(std::chrono::microseconds(500));
   }
   return true;
 }
 
-/// Run the helper to its end; returns its exit status (or 128 + signal).
-int run_helper(const std::vector<std::string>& args) {
-  const pid_t pid = spawn_helper(args);
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+/// Run the helper to its end; returns its exit code, or killed_by(signal) (exit_status). A
+/// death by a signal other than `expected_signal` (SIGKILL where it is told to --die-at a
+/// step) fails the test.
+int run_helper(const std::vector<std::string>& args, int expected_signal = 0) {
+  return wait_child(spawn_helper(args), expected_signal, "the helper");
 }
 
 /// The arguments of the run under test (small enough to take well under a second, large
@@ -245,12 +248,12 @@ TEST_F(ResultsKill, RandomKillsNeverCorruptTheFile) {
         check_after_kill(path, 0, replicates, "read while the writer runs");
         ++live_checks;
       }
-      if (!exited && ::waitpid(pid, &status, WNOHANG) != pid) {
+      if (!exited && !poll_child(pid, status, SIGKILL, "the helper")) {
         ::kill(pid, SIGKILL);
-        ::waitpid(pid, &status, 0);
+        status = wait_child(pid, SIGKILL, "the killed helper");
       }
-      if (!(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL)) {
-        ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "the helper failed";
+      if (status != killed_by(SIGKILL)) {
+        ASSERT_EQ(status, 0) << "the helper failed: " << describe_status(status);
         std::fprintf(stderr, "round %d: session %d finished the run\n", rounds, session);
         break;
       }
@@ -299,7 +302,7 @@ TEST_F(ResultsKill, KillAtEachProtocolStep) {
     const std::string tag = std::string(c.step).substr(0, std::string(c.step).find(':'));
     const fs::path path = *dir_ / ("step-" + tag + ".h5");
     ProgressFile progress(*dir_ / ("step-" + tag + ".progress"));
-    EXPECT_EQ(run_helper(run_args(path, &progress, {"--die-at", c.step})), 128 + SIGKILL);
+    EXPECT_EQ(run_helper(run_args(path, &progress, {"--die-at", c.step}), SIGKILL), killed_by(SIGKILL));
     EXPECT_EQ(fs::exists(path), c.exists);
     if (c.exists) {
       const auto r = ResultsReader::open(path);
@@ -324,7 +327,7 @@ TEST_F(ResultsKill, KillWhileCompressing) {
                                     std::pair{"completed:1", "gzip-after.h5"}}) {
     SCOPED_TRACE(step);
     const fs::path path = *dir_ / name;
-    EXPECT_EQ(run_helper(run_args(path, nullptr, {"--gzip", "4", "--die-at", step})), 128 + SIGKILL);
+    EXPECT_EQ(run_helper(run_args(path, nullptr, {"--gzip", "4", "--die-at", step}), SIGKILL), killed_by(SIGKILL));
     const auto r = ResultsReader::open(path);
     EXPECT_EQ(knmf::test::check_committed(r), kReplicates);
     EXPECT_EQ(r.complete(), std::string(step) == "completed:1");
@@ -342,16 +345,14 @@ TEST_F(ResultsKill, SecondWriterIsRefused) {
   ASSERT_GE(progress.phase(), kComputing) << "the first writer did not start";
   const fs::path err = *dir_ / "second.stderr";
   const pid_t second = spawn_helper(run_args(path, nullptr), err);
-  int status = 0;
-  ::waitpid(second, &status, 0);
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 2);
+  EXPECT_EQ(wait_child(second, 0, "the second writer"), 2);
   std::ifstream in(err);
   const std::string msg((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   EXPECT_NE(msg.find(path.string() + ": cannot open for writing (is another knmf run writing it"),
             std::string::npos) << msg;
   check_after_kill(path, 0, kReplicates, "read while another process writes");
   ::kill(first, SIGKILL);
-  ::waitpid(first, &status, 0);
+  wait_child(first, SIGKILL, "the killed first writer");
   resume_and_compare(path, reference());
 }
 
@@ -443,13 +444,13 @@ TEST_F(ResultsKill, RandomKillsDuringAConsensusUpdate) {
     const pid_t pid = spawn_helper(update_args(path, next, &progress));
     std::this_thread::sleep_for(std::chrono::duration<double>(lifetime(rng)));
     int status = 0;
-    if (::waitpid(pid, &status, WNOHANG) != pid) {
+    if (!poll_child(pid, status, SIGKILL, "the update")) {
       ::kill(pid, SIGKILL);
-      ::waitpid(pid, &status, 0);
+      status = wait_child(pid, SIGKILL, "the killed update");
     }
     const int phase = progress.phase();
-    if (!(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL)) {
-      ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "the update failed";
+    if (status != killed_by(SIGKILL)) {
+      ASSERT_EQ(status, 0) << "the update failed: " << describe_status(status);
       ++finished;
       ASSERT_EQ(update_state(path, version, next, "finished update"), next);
       version = next;
@@ -503,7 +504,7 @@ TEST_F(ResultsKill, KillAtEachUpdateStep) {
     SCOPED_TRACE(step);
     const fs::path path = *dir_ / (std::string("update-step-") + std::string(step).substr(0, 6) + ".h5");
     fs::copy_file(base, path);
-    EXPECT_EQ(run_helper(update_args(path, 2, nullptr, {"--die-at", step})), 128 + SIGKILL);
+    EXPECT_EQ(run_helper(update_args(path, 2, nullptr, {"--die-at", step}), SIGKILL), killed_by(SIGKILL));
     EXPECT_EQ(update_state(path, 1, 2, step), want);
     if (want == 1) {
       EXPECT_TRUE(read_bytes(path) == before) << "killed before the rename, the file must be byte for byte the old one";
@@ -539,9 +540,8 @@ TEST_F(ResultsKill, UpdateAndWriterExcludeEachOther) {
       EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
     }
   }
-  int status = 0;
   ::kill(writer, SIGKILL);
-  ::waitpid(writer, &status, 0);
+  wait_child(writer, SIGKILL, "the killed writer");
   ASSERT_EQ(run_helper(run_args(path, nullptr)), 0);  // finish the run
 
   // an update that holds (before its rename) keeps a resumed writer out
@@ -551,12 +551,10 @@ TEST_F(ResultsKill, UpdateAndWriterExcludeEachOther) {
   ASSERT_EQ(up.phase(), 14) << "the update did not reach its rename";
   const fs::path err = *dir_ / "exclusive.stderr";
   const pid_t second = spawn_helper(run_args(path, nullptr), err);
-  ::waitpid(second, &status, 0);
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 2) << "a writer ran during the update";
+  EXPECT_EQ(wait_child(second, 0, "the second writer"), 2) << "a writer ran during the update";
   std::ifstream in(err);
   const std::string msg((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   EXPECT_NE(msg.find("cannot open for writing"), std::string::npos) << msg;
-  ::waitpid(updater, &status, 0);
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  EXPECT_EQ(wait_child(updater, 0, "the held update"), 0);
   EXPECT_EQ(update_state(path, 1, 1, "after the held update"), 1);
 }

@@ -152,23 +152,13 @@ TEST_F(AcceleratedCd, StreamedXGivesTheInCoreResults) {
   // synth (60 x 40) as CSR on the host, then resident and streamed in about 3 blocks
   size_type n = 0, g = 0;
   synthetic_matrix<double>("synth", &n, &g);
-  const auto x = read_f64(data_dir() / "nmf" / "synth.X.f64");
-  std::vector<size_type> off{0};
-  std::vector<ordinal_type> cols;
-  std::vector<double> vals;
-  for (size_type i = 0; i < n; ++i) {
-    for (size_type j = 0; j < g; ++j)
-      if (x[size_t(i * g + j)] != 0) {
-        cols.push_back(ordinal_type(j));
-        vals.push_back(x[size_t(i * g + j)]);
-      }
-    off.push_back(size_type(vals.size()));
-  }
-  const auto S = CsrMatrix<double>::from_host(ExecSpace(), n, g, off.data(), cols.data(), vals.data());
+  const auto c = dense_to_csr<double>(read_f64(data_dir() / "nmf" / "synth.X.f64"), g, 0, n);
+  const auto S = CsrMatrix<double>::from_host(ExecSpace(), n, g, c.row_offsets.data(), c.cols.data(),
+                                              c.values.data());
   const size_type per = sizeof(double) + sizeof(ordinal_type);
   const auto X = StreamedMatrix<double>::from_host_csr(
-      ExecSpace(), n, g, off.data(), cols.data(), vals.data(),
-      8 * (g + 1) + per * (size_type(vals.size()) / 3 + 12));
+      ExecSpace(), n, g, c.row_offsets.data(), c.cols.data(), c.values.data(),
+      8 * (g + 1) + per * (c.nnz() / 3 + 12));
   ASSERT_GE(X.num_blocks(), 3);
   for (SolverKind solver : {SolverKind::cd, SolverKind::mu}) {
     auto o = accelerated(SolverOptions::inner_sweeps_auto, solver);

@@ -79,33 +79,6 @@ const HostX& cached(const std::string& which) {
   return it->second;
 }
 
-struct HostCsr {
-  std::vector<size_type> offsets{0};
-  std::vector<ordinal_type> cols;
-  std::vector<double> values;
-};
-template <class T>
-struct HostCsrT {
-  std::vector<size_type> offsets;
-  std::vector<ordinal_type> cols;
-  std::vector<T> values;
-};
-
-template <class T>
-HostCsrT<T> to_csr(const HostX& h) {
-  HostCsrT<T> c;
-  c.offsets.push_back(0);
-  for (size_type i = 0; i < h.n; ++i) {
-    for (size_type j = 0; j < h.g; ++j)
-      if (h.x[size_t(i * h.g + j)] != 0) {
-        c.cols.push_back(ordinal_type(j));
-        c.values.push_back(T(h.x[size_t(i * h.g + j)]));
-      }
-    c.offsets.push_back(size_type(c.values.size()));
-  }
-  return c;
-}
-
 double beta_of(const nlohmann::json& v) {
   return v.is_string() ? parse_beta_loss(v.get<std::string>()) : v.get<double>();
 }
@@ -146,13 +119,13 @@ void with_matrix(const HostX& h, Store s, F&& f) {
     EXPECT_GT(X.num_blocks(), 1);
     f(X);
   } else {
-    const auto c = to_csr<T>(h);
+    const auto c = dense_to_csr<T>(h.x, h.g, 0, h.n);
     if (s == Store::sparse) {
-      f(CsrMatrix<T>::from_host(ExecSpace(), h.n, h.g, c.offsets.data(), c.cols.data(),
+      f(CsrMatrix<T>::from_host(ExecSpace(), h.n, h.g, c.row_offsets.data(), c.cols.data(),
                                 c.values.data(), "X"));
     } else {
       const size_type sb = std::max<size_type>(size_type(c.values.size()) * 6, 256);
-      auto X = StreamedMatrix<T>::from_host_csr(ExecSpace(), h.n, h.g, c.offsets.data(),
+      auto X = StreamedMatrix<T>::from_host_csr(ExecSpace(), h.n, h.g, c.row_offsets.data(),
                                                 c.cols.data(), c.values.data(), sb, "X");
       EXPECT_GT(X.num_blocks(), 1);
       f(X);

@@ -42,14 +42,10 @@ HostX host_from_dense(size_type n, size_type g, std::vector<double> dense) {
   h.n = n;
   h.g = g;
   h.dense = std::move(dense);
-  for (size_type i = 0; i < n; ++i) {
-    for (size_type j = 0; j < g; ++j)
-      if (h.dense[size_t(i * g + j)] != 0) {
-        h.cols.push_back(ordinal_type(j));
-        h.values.push_back(h.dense[size_t(i * g + j)]);
-      }
-    h.offsets.push_back(size_type(h.values.size()));
-  }
+  auto c = dense_to_csr<double>(h.dense, g, 0, n);
+  h.offsets = std::move(c.row_offsets);
+  h.cols = std::move(c.cols);
+  h.values = std::move(c.values);
   return h;
 }
 

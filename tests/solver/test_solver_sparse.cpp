@@ -16,32 +16,13 @@ using namespace knmf::test;
 
 constexpr double kTol = 1e-10;
 
-struct HostCsr {
-  std::vector<size_type> offsets{0};
-  std::vector<ordinal_type> cols;
-  std::vector<double> values;
-};
-
-HostCsr to_csr(const std::vector<double>& x, size_type n, size_type g) {
-  HostCsr c;
-  for (size_type i = 0; i < n; ++i) {
-    for (size_type j = 0; j < g; ++j)
-      if (x[size_t(i * g + j)] != 0) {
-        c.cols.push_back(ordinal_type(j));
-        c.values.push_back(x[size_t(i * g + j)]);
-      }
-    c.offsets.push_back(size_type(c.values.size()));
-  }
-  return c;
-}
-
 void compare(const std::vector<double>& x, size_type n, size_type g, int k, SolverOptions o,
              int n_jobs, const std::string& what) {
   SCOPED_TRACE(what + " " + to_string(o.solver));
   o.return_W = true;
   auto D = DenseMatrix<double>::from_host(ExecSpace(), n, g, x.data(), what);
-  const auto c = to_csr(x, n, g);
-  auto S = CsrMatrix<double>::from_host(ExecSpace(), n, g, c.offsets.data(), c.cols.data(),
+  const auto c = dense_to_csr<double>(x, g, 0, n);
+  auto S = CsrMatrix<double>::from_host(ExecSpace(), n, g, c.row_offsets.data(), c.cols.data(),
                                         c.values.data(), what);
   EXPECT_EQ(S.nnz(), size_type(c.values.size()));
   EXPECT_LT(rel_diff(S.stats().norm2, D.stats().norm2), 1e-14);
@@ -120,8 +101,8 @@ TEST(Sparse, RealMatrixMatchesDense) {
 TEST(Sparse, ReplicateIsIdenticalAloneOrInABatch) {
   size_type n, g;
   synthetic_matrix<double>("synth", &n, &g);
-  const auto c = to_csr(read_f64(data_dir() / "nmf" / "synth.X.f64"), n, g);
-  auto S = CsrMatrix<double>::from_host(ExecSpace(), n, g, c.offsets.data(), c.cols.data(),
+  const auto c = dense_to_csr<double>(read_f64(data_dir() / "nmf" / "synth.X.f64"), g, 0, n);
+  auto S = CsrMatrix<double>::from_host(ExecSpace(), n, g, c.row_offsets.data(), c.cols.data(),
                                         c.values.data());
   for (auto s : {SolverKind::mu, SolverKind::cd}) {
     std::vector<Job> jobs;

@@ -19,28 +19,17 @@ namespace {
 using namespace knmf;
 using namespace knmf::test;
 
-struct HostCsr {
-  std::vector<size_type> offsets{0};
-  std::vector<ordinal_type> cols;
-  std::vector<double> values;
-};
-
-/// A sparse-ish random matrix with empty rows and columns.
-void make_matrix(size_type n, size_type g, std::vector<double>& dense, HostCsr& csr) {
+/// A sparse-ish random matrix with empty rows and columns, dense (row-major) and as CSR.
+void make_matrix(size_type n, size_type g, std::vector<double>& dense, HostCsr<double>& csr) {
   std::mt19937_64 rng(99);
   dense.assign(size_t(n * g), 0.0);
   for (size_type i = 0; i < n; ++i) {
     for (size_type j = 0; j < g; ++j) {
       if (i % 17 == 3 || j == 4) continue;  // empty rows and a column
-      if (rng() % 100 < 30) {
-        const double v = double(1 + rng() % 50) / 7.0 * (1.0 + double(j % 5));
-        dense[size_t(i * g + j)] = v;
-        csr.cols.push_back(ordinal_type(j));
-        csr.values.push_back(v);
-      }
+      if (rng() % 100 < 30) dense[size_t(i * g + j)] = double(1 + rng() % 50) / 7.0 * (1.0 + double(j % 5));
     }
-    csr.offsets.push_back(size_type(csr.values.size()));
   }
+  csr = dense_to_csr<double>(dense, g, 0, n);
 }
 
 SolverOptions opts(SolverKind s) {
@@ -55,9 +44,9 @@ SolverOptions opts(SolverKind s) {
 TEST(Streamed, SparseIsBitwiseEqualToInCoreFor2_3_7Blocks) {
   const size_type n = 140, g = 31;
   std::vector<double> dense;
-  HostCsr c;
+  HostCsr<double> c;
   make_matrix(n, g, dense, c);
-  auto S = CsrMatrix<double>::from_host(ExecSpace(), n, g, c.offsets.data(), c.cols.data(), c.values.data());
+  auto S = CsrMatrix<double>::from_host(ExecSpace(), n, g, c.row_offsets.data(), c.cols.data(), c.values.data());
   std::vector<Job> jobs{{3, 0, 11, 0}, {3, 1, 12, 1}, {3, 2, 13, 2}};
   for (auto s : {SolverKind::mu, SolverKind::cd}) {
     const auto ref = factorize(ExecSpace(), S, jobs, 2, opts(s));
@@ -65,7 +54,7 @@ TEST(Streamed, SparseIsBitwiseEqualToInCoreFor2_3_7Blocks) {
       // the smallest buffer that holds 1/want of the entries (plus the column map)
       const size_type per = sizeof(double) + sizeof(ordinal_type);
       const size_type buffer = 8 * (g + 1) + per * (size_type(c.values.size()) / want + 12);
-      auto X = StreamedMatrix<double>::from_host_csr(ExecSpace(), n, g, c.offsets.data(), c.cols.data(),
+      auto X = StreamedMatrix<double>::from_host_csr(ExecSpace(), n, g, c.row_offsets.data(), c.cols.data(),
                                                      c.values.data(), buffer);
       ASSERT_GE(X.num_blocks(), want) << "buffer " << buffer;
       ASSERT_LE(X.num_blocks(), want + 1) << "buffer " << buffer;
@@ -88,7 +77,7 @@ TEST(Streamed, SparseIsBitwiseEqualToInCoreFor2_3_7Blocks) {
 TEST(Streamed, DenseMatchesInCoreFor2_3_7Blocks) {
   const size_type n = 140, g = 31;
   std::vector<double> dense;
-  HostCsr c;
+  HostCsr<double> c;
   make_matrix(n, g, dense, c);
   auto D = DenseMatrix<double>::from_host(ExecSpace(), n, g, dense.data());
   std::vector<Job> jobs{{3, 0, 21, 0}, {3, 1, 22, 1}};
@@ -174,7 +163,7 @@ TEST(Streamed, SparseBlockOffsetsBeyond2To32) {
 TEST(Streamed, LongColumnsAreGatheredInSegmentsInAFixedOrder) {
   constexpr size_type S = detail::gather_segment_entries;
   const size_type n = 20000, g = 4, rk = 5;
-  HostCsr c;
+  HostCsr<double> c;
   std::mt19937_64 rng(7);
   std::uniform_real_distribution<double> u(0.5, 2.0);
   for (size_type i = 0; i < n; ++i) {
@@ -183,9 +172,9 @@ TEST(Streamed, LongColumnsAreGatheredInSegmentsInAFixedOrder) {
         c.cols.push_back(ordinal_type(j));
         c.values.push_back(u(rng));
       }
-    c.offsets.push_back(size_type(c.values.size()));
+    c.row_offsets.push_back(size_type(c.values.size()));
   }
-  const auto X = CsrMatrix<double>::from_host(ExecSpace(), n, g, c.offsets.data(), c.cols.data(),
+  const auto X = CsrMatrix<double>::from_host(ExecSpace(), n, g, c.row_offsets.data(), c.cols.data(),
                                               c.values.data());
   EXPECT_EQ(X.xt_segments().count(), 3);  // gene 0: 8,192 + 8,192 + 3,616
   EXPECT_EQ(X.xt_segments().long_rows(), 1);
@@ -201,7 +190,7 @@ TEST(Streamed, LongColumnsAreGatheredInSegmentsInAFixedOrder) {
   auto expect = [&](size_type j, size_type r, size_type i0, size_type i1, double from) {
     std::vector<std::pair<size_type, double>> e;  // (cell, value) of gene j in [i0, i1)
     for (size_type i = i0; i < i1; ++i)
-      for (size_type p = c.offsets[size_t(i)]; p < c.offsets[size_t(i) + 1]; ++p)
+      for (size_type p = c.row_offsets[size_t(i)]; p < c.row_offsets[size_t(i) + 1]; ++p)
         if (size_type(c.cols[size_t(p)]) == j) e.emplace_back(i, c.values[size_t(p)]);
     if (host_tuned_kernels || e.size() <= size_t(S)) {
       double acc = from;
@@ -237,8 +226,8 @@ TEST(Streamed, LongColumnsAreGatheredInSegmentsInAFixedOrder) {
   // streamed in two blocks of about 10,000 cells: each block's gene 0 in two segments, the
   // second block continuing from the first's sums
   const size_type per = sizeof(double) + sizeof(ordinal_type);
-  const size_type half = std::max(c.offsets[size_t(n / 2)], c.offsets[size_t(n)] - c.offsets[size_t(n / 2)]);
-  auto Y = StreamedMatrix<double>::from_host_csr(ExecSpace(), n, g, c.offsets.data(), c.cols.data(),
+  const size_type half = std::max(c.row_offsets[size_t(n / 2)], c.row_offsets[size_t(n)] - c.row_offsets[size_t(n / 2)]);
+  auto Y = StreamedMatrix<double>::from_host_csr(ExecSpace(), n, g, c.row_offsets.data(), c.cols.data(),
                                                  c.values.data(), 8 * (n / 2 + 2) + per * (half + 4));
   ASSERT_EQ(Y.num_blocks(), 2);
   const auto& bounds = Y.block_bounds();
@@ -264,7 +253,7 @@ TEST(Streamed, LongColumnsAreGatheredInSegmentsInAFixedOrder) {
   for (size_type i = 0; i < n; i += 97)
     for (size_type r = 0; r < rk; ++r) {
       double e = 0;
-      for (size_type p = c.offsets[size_t(i)]; p < c.offsets[size_t(i) + 1]; ++p)
+      for (size_type p = c.row_offsets[size_t(i)]; p < c.row_offsets[size_t(i) + 1]; ++p)
         e += c.values[size_t(p)] * hH(r, c.cols[size_t(p)]);
       EXPECT_EQ(hP(r, i), e) << i << "," << r;
     }
@@ -325,7 +314,7 @@ TEST(MemoryPlan, PeakAtAForcedLimitIsWithinThePlan) {
   const size_type n = 600, g = 80;
   const int k = 4, jobs_n = 5;  // batches of 3: a refill, slots ending apart (compaction)
   std::vector<double> dense;
-  HostCsr c;
+  HostCsr<double> c;
   make_matrix(n, g, dense, c);
   std::vector<Job> jobs;
   for (int i = 0; i < jobs_n; ++i) jobs.push_back({k, i, 300 + i, i});
@@ -381,7 +370,7 @@ TEST(MemoryPlan, PeakAtAForcedLimitIsWithinThePlan) {
           auto X = DenseMatrix<double>::from_host(ExecSpace(), n, g, dense.data());
           run(X, std::int64_t(X.bytes()));
         } else if (form == 1) {
-          auto X = CsrMatrix<double>::from_host(ExecSpace(), n, g, c.offsets.data(), c.cols.data(),
+          auto X = CsrMatrix<double>::from_host(ExecSpace(), n, g, c.row_offsets.data(), c.cols.data(),
                                                 c.values.data());
           run(X, std::int64_t(X.bytes()));
         } else if (form == 2) {
@@ -389,7 +378,7 @@ TEST(MemoryPlan, PeakAtAForcedLimitIsWithinThePlan) {
                                                            n * g * sizeof(double) / 3);
           run(X, std::int64_t(X.device_bytes()));
         } else {
-          auto X = StreamedMatrix<double>::from_host_csr(ExecSpace(), n, g, c.offsets.data(),
+          auto X = StreamedMatrix<double>::from_host_csr(ExecSpace(), n, g, c.row_offsets.data(),
                                                          c.cols.data(), c.values.data(), half);
           run(X, std::int64_t(X.device_bytes()));
         }

@@ -3,7 +3,12 @@
 #include "knmf/io/h5ad.hpp"
 #include "knmf/prepare/prepare.hpp"
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -198,4 +203,110 @@ double max_rel_diff(const std::vector<double>& a, const std::vector<double>& b) 
   }
   return s > 0 ? d / s : d;
 }
+}  // namespace knmf::test
+
+namespace knmf::test {
+
+namespace {
+constexpr int kNoStatus = -1000;  // no exit code nor signal (waitpid failed)
+}  // namespace
+
+int exit_status(int wait_status) {
+  if (WIFEXITED(wait_status)) return WEXITSTATUS(wait_status);
+  if (WIFSIGNALED(wait_status)) return killed_by(WTERMSIG(wait_status));
+  return kNoStatus;  // neither (a stopped child is never waited for here)
+}
+
+std::string describe_status(int status) {
+  if (status >= 0) return "exit code " + std::to_string(status);
+  if (status == kNoStatus) return "no exit status";
+  const int sig = -status;
+  const char* name = strsignal(sig);
+  return "killed by signal " + std::to_string(sig) + (name ? std::string(" (") + name + ")" : "");
+}
+
+namespace {
+// A failure for a death by a signal the test did not send; `out`: the child's output, if kept.
+void check_signal(int status, int expected_signal, const std::string& what, const std::string* out = nullptr) {
+  if (status < 0 && status != kNoStatus && status != killed_by(expected_signal))
+    ADD_FAILURE() << what << " was " << describe_status(status)
+                  << (out ? "; its output:\n" + *out : std::string());
+}
+
+// Block until `pid` ends; its exit_status (kNoStatus and a failure where waitpid fails).
+int reap(pid_t pid, const std::string& what) {
+  int st = 0;
+  pid_t got;
+  while ((got = ::waitpid(pid, &st, 0)) < 0 && errno == EINTR) {
+  }
+  if (got != pid) {
+    ADD_FAILURE() << "waitpid(" << pid << ") for " << what << ": " << std::strerror(errno);
+    return kNoStatus;
+  }
+  return exit_status(st);
+}
+}  // namespace
+
+ProcResult run_command(const std::string& command) {
+  int fds[2];
+  if (::pipe(fds) != 0) throw std::runtime_error("pipe: " + std::string(std::strerror(errno)));
+  std::fflush(nullptr);  // nothing buffered here is written twice by the child
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    ::close(fds[0]);
+    ::close(fds[1]);
+    throw std::runtime_error("fork: " + std::string(std::strerror(errno)));
+  }
+  if (pid == 0) {  // only async-signal-safe calls from here to exec
+    ::close(fds[0]);
+    ::dup2(fds[1], 1);
+    ::dup2(fds[1], 2);
+    if (fds[1] > 2) ::close(fds[1]);
+    ::execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  ::close(fds[1]);
+  ProcResult r;
+  char buf[4096];
+  for (;;) {
+    const ssize_t got = ::read(fds[0], buf, sizeof buf);
+    if (got > 0) {
+      r.out.append(buf, static_cast<std::size_t>(got));
+    } else if (got == 0 || errno != EINTR) {
+      break;
+    }
+  }
+  ::close(fds[0]);
+  const std::string what = "`" + command + "`";
+  r.status = reap(pid, what);
+  check_signal(r.status, 0, what, &r.out);
+  return r;
+}
+
+int wait_child(pid_t pid, int expected_signal, const std::string& what) {
+  const int status = reap(pid, what);
+  check_signal(status, expected_signal, what);
+  return status;
+}
+
+bool poll_child(pid_t pid, int& status, int expected_signal, const std::string& what) {
+  int st = 0;
+  const pid_t got = ::waitpid(pid, &st, WNOHANG);
+  if (got == 0 || (got < 0 && errno == EINTR)) return false;  // still running
+  if (got != pid) {
+    ADD_FAILURE() << "waitpid(" << pid << ") for " << what << ": " << std::strerror(errno);
+    status = kNoStatus;
+    return true;
+  }
+  status = exit_status(st);
+  check_signal(status, expected_signal, what);
+  return true;
+}
+
+std::string shell_quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
 }  // namespace knmf::test
