@@ -105,10 +105,10 @@ void remove_legacy_staging(const fs::path& out_dir, const std::string& name) {
 
 /// cNMF prepare's --beta-loss choices and the solver its yaml then names (scikit-learn's cd
 /// handles only Frobenius).
-const char* cnmf_solver_for(const std::string& beta_loss) {
+const char* cnmf_solver_for(const std::string& loss_name) {
   for (const auto& [loss, solver] : {std::pair{"frobenius", "cd"}, std::pair{"kullback-leibler", "mu"},
                                      std::pair{"itakura-saito", "mu"}})
-    if (beta_loss == loss) return solver;
+    if (loss_name == loss) return solver;
   return nullptr;
 }
 
