@@ -422,6 +422,16 @@ void open_tenx_entries(const std::string& path, hid_t f, const std::string& grp,
 }
 
 // Rows [r0, r1) of a 10x .h5's X (its cells), the kept genes' entries checked as read.
+/// `out` emptied to hold rows [r0, r1) of `ncols` columns.
+void start_block(io::CsrBlock<float>& out, std::int64_t r0, std::int64_t r1, std::int64_t ncols) {
+  out.row_begin = r0;
+  out.row_end = r1;
+  out.ncols = ncols;
+  out.row_offsets.assign(1, 0);
+  out.cols.clear();
+  out.values.clear();
+}
+
 void read_tenx_h5_rows(const CountFile::State* s, std::int64_t n_genes, std::int64_t n_kept,
                        std::int64_t r0, std::int64_t r1, io::CsrBlock<float>& out) {
   const std::int64_t e0 = s->indptr[size_t(r0)], e1 = s->indptr[size_t(r1)];
@@ -429,12 +439,7 @@ void read_tenx_h5_rows(const CountFile::State* s, std::int64_t n_genes, std::int
   std::vector<double> val(size_t(e1 - e0));
   h5_read_1d(s->path, s->indices.get(), s->group + "/indices", e0, e1 - e0, H5T_NATIVE_INT64, idx.data());
   h5_read_1d(s->path, s->data.get(), s->group + "/data", e0, e1 - e0, H5T_NATIVE_DOUBLE, val.data());
-  out.row_begin = r0;
-  out.row_end = r1;
-  out.ncols = n_kept;
-  out.row_offsets.assign(1, 0);
-  out.cols.clear();
-  out.values.clear();
+  start_block(out, r0, r1, n_kept);
   for (std::int64_t c = r0; c < r1; ++c) {
     for (std::int64_t e = s->indptr[size_t(c)]; e < s->indptr[size_t(c + 1)]; ++e) {
       const auto g = idx[size_t(e - e0)];
@@ -672,12 +677,7 @@ CountFile CountFile::open(const std::string& path, bool densify, std::int64_t bl
     st.csr = io::CsrBlock<float>{};
     const float* d = st.dense.data();
     cf.source_.read_rows = [d, g](std::int64_t r0, std::int64_t r1, io::CsrBlock<float>& out) {
-      out.row_begin = r0;
-      out.row_end = r1;
-      out.ncols = g;
-      out.row_offsets.assign(1, 0);
-      out.cols.clear();
-      out.values.clear();
+      start_block(out, r0, r1, g);
       for (std::int64_t i = r0; i < r1; ++i) {
         for (std::int64_t j = 0; j < g; ++j) {
           const float x = d[size_t(i) * size_t(g) + size_t(j)];
