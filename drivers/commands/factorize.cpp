@@ -1,4 +1,7 @@
 // `knmf factorize`: cNMF mode (a drop-in for `cnmf factorize`) and native mode.
+#include <signal.h>
+
+#include <csignal>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -16,6 +19,9 @@
 
 namespace knmf::cli {
 namespace {
+
+volatile std::sig_atomic_t interrupted = 0;
+void on_interrupt(int) { interrupted = 1; }
 
 class FactorizeCommand : public Command {
 public:
@@ -98,7 +104,23 @@ public:
     if (world_size() > 1 || sub_->count("--distribute") > 0 || dist_.static_split)
       return exit_code(mpi::run_factorize(c_, dist_, MPI_COMM_WORLD, std::cerr));
 #endif
-    return exit_code(run_factorize(c_, std::cerr));
+    // Ctrl-C stops the run at the next iteration with its finished replicates committed (the
+    // progress hook); a second Ctrl-C kills it at once (SA_RESETHAND)
+    struct sigaction stop {}, previous {};
+    stop.sa_handler = on_interrupt;
+    stop.sa_flags = SA_RESETHAND;
+    sigemptyset(&stop.sa_mask);
+    sigaction(SIGINT, &stop, &previous);
+    c_.on_progress = [](const RunProgress&) { return interrupted == 0; };
+    const FactorizeSummary sum = run_factorize(c_, std::cerr);
+    sigaction(SIGINT, &previous, nullptr);
+    if (sum.cancelled) {
+      std::cerr << "knmf: interrupted: " << sum.jobs_run
+                << " replicate(s) of this run are committed; run the same command again"
+                << (c_.cnmf_mode() ? " with --skip-completed-runs" : "") << " to resume\n";
+      return 130;
+    }
+    return exit_code(sum);
   }
 
   /// A run with replicates that are not factorizations fails: exit 1, one line (rank 0).

@@ -526,6 +526,8 @@ FactorizeSummary run_factorize(const FactorizeConfig& config, const DistributeOp
   int rank = 0;
   MPI_Comm_rank(comm, &rank);
   config.validate();  // every rank meets the same: the caller reports it once, as without MPI
+  // a rank that stopped alone would leave the others in a collective: no hook under MPI
+  KNMF_ASSERT(!config.on_progress, "FactorizeConfig::on_progress is for one process, not an MPI run");
   FactorizeConfig c = config;
   if (rank != kRoot) {  // only rank 0 prints and writes the JSON log
     c.quiet = true;

@@ -354,9 +354,15 @@ FactorizeSummary run_jobs(const FactorizeConfig& c, const RunPlan& plan, JobChan
     auto on_iteration = [&](int running) {
       peak = std::max(peak, used_device_bytes() - used0);
       channel.tick(k, running);
+      if (!c.on_progress) return true;
+      const RunProgress p{k, sum.jobs_run, std::int64_t(plan.jobs.size()), running,
+                          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()};
+      sum.cancelled = sum.cancelled || !c.on_progress(p);
+      return !sum.cancelled;
     };
     factorize(space, X, k, src, bp.R, plan.solver, on_result, on_iteration);
     channel.end_k(k);
+    if (sum.cancelled) break;
   }
   channel.drain();
   sum.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

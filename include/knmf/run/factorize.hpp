@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <iosfwd>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,15 @@
 #include "knmf/solver/options.hpp"
 
 namespace knmf {
+
+/// Where a run stands, as its progress hook sees it between iterations.
+struct RunProgress {
+  int k = 0;                 ///< the k being factorized
+  std::int64_t done = 0;     ///< replicates finished in this run so far
+  std::int64_t total = 0;    ///< replicates this run computes (skipped ones not counted)
+  int running = 0;           ///< replicates in the batch now
+  double seconds = 0.0;      ///< since the run started
+};
 
 struct FactorizeConfig {
   // ---- cNMF mode: a drop-in for `cnmf factorize` in a run directory made by `cnmf prepare`
@@ -40,6 +50,14 @@ struct FactorizeConfig {
   bool quiet = false;            ///< --quiet
   std::string log_json;          ///< --log-json FILE: one JSON object per finished replicate
   double progress_seconds = 5.0; ///< progress line period
+  /// The cancellation and progress hook: asked between iterations with where the run stands
+  /// (k, replicates finished of the run's total, replicates running, seconds). Returning false
+  /// stops the run cleanly: replicates finished so far are committed (a native run's results
+  /// file resumes from them; cNMF mode wrote their spectra files), those still running are
+  /// dropped, and the summary says `cancelled`. The driver's Ctrl-C uses it. One process only:
+  /// an MPI run (knmf/mpi/run.hpp) refuses a config that sets it (ranks stop together or not
+  /// at all).
+  std::function<bool(const RunProgress&)> on_progress;
 
   bool cnmf_mode() const { return !output_dir.empty() || !name.empty(); }
   /// Throws InputError naming the option when the configuration is inconsistent.
@@ -73,6 +91,8 @@ struct FactorizeSummary {
   std::int64_t jobs_failed = 0;
   /// When jobs_failed > 0: one line saying how many replicates failed, for which k and why.
   std::string failure;
+  /// The progress hook returned false: the run stopped early (jobs_run replicates finished).
+  bool cancelled = false;
 };
 
 /// Run `knmf factorize`. Progress and the plan go to `log` (stderr in the driver). A run in

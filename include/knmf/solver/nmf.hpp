@@ -28,8 +28,11 @@ using ResultCallback = std::function<void(ReplicateResult&&)>;
 /// the solver asks for one job more than it has free slots, to draw that job's init while the
 /// batch runs; the job goes into the next slot that frees.
 using JobSource = std::function<std::optional<Job>()>;
-/// Called after every iteration of a batch with the number of running replicates (progress).
-using IterationCallback = std::function<void(int running)>;
+/// Called after every iteration of a batch with the number of running replicates (progress);
+/// returns whether to go on. false stops the batch cleanly after this iteration: replicates
+/// that finished in it are still reported, those still running are dropped (never reported),
+/// and no further job is taken.
+using IterationCallback = std::function<bool(int running)>;
 
 /// The solver functions take X as any of knmf's matrix types: DenseMatrix<T>, CsrMatrix<T>
 /// (in device memory) or StreamedMatrix<T> (host memory, streamed in row blocks), with

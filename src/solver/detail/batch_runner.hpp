@@ -205,8 +205,9 @@ private:
     fill<Rule>(next);
     while (any_active()) {
       iterate<Rule>();
-      if (on_iteration) on_iteration(active_count());
+      const bool go_on = !on_iteration || on_iteration(active_count());
       finish_done(emit);
+      if (!go_on) return;  // the running slots are dropped with the runner
       fill<Rule>(next);
       if (exhausted_ && active_count() > 0 && active_count() < b_.R) compact();
     }
