@@ -25,6 +25,7 @@
 #include "knmf/core/error.hpp"
 #include "knmf/core/types.hpp"
 #include "knmf/solver/options.hpp"
+#include "cd_step.hpp"
 #include "host_kernels.hpp"
 #include "mu_value.hpp"
 
@@ -450,7 +451,7 @@ void cd_update(const ExecSpace& space, const Matrix<T>& F, const Matrix<T>& Num,
                     Kokkos::ThreadVectorRange(team, k + 1),
                     [&](const int q, double& a) {
                       if (q == 0) {
-                        a += -double(T(Num(row0 + t, i) - T(l1)));
+                        a += -cd_num_l1(Num(row0 + t, i), l1);
                       } else {
                         const int s = q - 1;
                         const double gts =
@@ -459,15 +460,12 @@ void cd_update(const ExecSpace& space, const Matrix<T>& F, const Matrix<T>& Num,
                       }
                     },
                     grad);
-                const T w = F(row0 + t, i);
-                const double pg = (w == T(0)) ? (grad < 0.0 ? grad : 0.0) : grad;
-                v += Kokkos::fabs(pg);
                 const double hess = gram_in_scratch ? gl(t * k + t) : G(r, t, t) + l2;
-                if (hess != 0.0) {
-                  const double nw = double(w) - grad / hess;
+                const CdStep<double> step = cd_step(double(F(row0 + t, i)), grad, hess);
+                v += step.violation;
+                if (step.update)
                   Kokkos::single(Kokkos::PerThread(team),
-                                 [&]() { F(row0 + t, i) = T(nw > 0.0 ? nw : 0.0); });
-                }
+                                 [&]() { F(row0 + t, i) = T(step.value); });
               }
             },
             viol);
