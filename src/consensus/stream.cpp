@@ -3,6 +3,7 @@
 
 #include "knmf/core/error.hpp"
 #include "matrix/block_csc.hpp"
+#include "solver/engine.hpp"
 
 namespace knmf::consensus::detail {
 
@@ -21,6 +22,10 @@ void ensure_and_copy(const ExecSpace& space, V& dst, const std::vector<T>& src, 
 }
 }  // namespace
 
+DeviceBlock::DeviceBlock(const ExecSpace& space)
+    : scratch(std::make_unique<knmf::detail::GatherScratch<double>>()), space_(space) {}
+DeviceBlock::~DeviceBlock() = default;
+
 void DeviceBlock::upload(const io::CsrBlock<double>& b, bool csr, bool csc) {
   static_assert(sizeof(std::int64_t) == sizeof(size_type), "64-bit offsets");
   row_begin = b.row_begin;
@@ -31,6 +36,7 @@ void DeviceBlock::upload(const io::CsrBlock<double>& b, bool csr, bool csc) {
     ensure_and_copy(space_, row_ptr, b.row_offsets, "knmf::consensus::row_ptr");
     ensure_and_copy(space_, col, b.cols, "knmf::consensus::col");
     ensure_and_copy(space_, val, b.values, "knmf::consensus::val");
+    row_segments = knmf::detail::GatherSegments::build(b.row_offsets.data(), rows);
   }
   if (csc) {
     for (auto c : b.cols)
@@ -43,6 +49,7 @@ void DeviceBlock::upload(const io::CsrBlock<double>& b, bool csr, bool csc) {
     ensure_and_copy(space_, col_ptr, h_col_ptr_, "knmf::consensus::col_ptr");
     ensure_and_copy(space_, row_idx, h_row_idx_, "knmf::consensus::row_idx");
     ensure_and_copy(space_, cval, h_cval_, "knmf::consensus::cval");
+    col_segments = knmf::detail::GatherSegments::build(h_col_ptr_.data(), ncols);
   }
   space_.fence();  // the host buffers may change after this call
 }
@@ -52,6 +59,12 @@ void block_times_ht(const ExecSpace& space, const DeviceBlock& b, const DMatrix&
   const int k = int(H.extent(0));
   const size_type rows = b.rows, r0 = b.row_begin;
   const bool has_map = map.extent(0) > 0, has_scale = scale.extent(0) > 0;
+  if (!has_map && !has_scale) {
+    const DMatrix Pb(Kokkos::subview(P, Kokkos::ALL, std::make_pair(r0, r0 + rows)));
+    knmf::detail::spmm_gather(space, b.row_ptr, 0, b.col, b.val, H, Pb, false, b.row_segments,
+                              *b.scratch);
+    return;
+  }
   auto row_ptr = b.row_ptr;
   auto col = b.col;
   auto val = b.val;
@@ -74,20 +87,10 @@ void block_times_ht(const ExecSpace& space, const DeviceBlock& b, const DMatrix&
 
 void accumulate_ut_block(const ExecSpace& space, const DeviceBlock& b, const DMatrix& U,
                          const DMatrix& Q) {
-  const int k = int(U.extent(0));
-  const size_type ncols = b.ncols, r0 = b.row_begin;
-  auto col_ptr = b.col_ptr;
-  auto row_idx = b.row_idx;
-  auto cval = b.cval;
-  Kokkos::parallel_for(
-      "knmf::consensus::ut_times_block", Policy64(space, 0, ncols * k),
-      KOKKOS_LAMBDA(const size_type e) {
-        const int t = int(e % k);
-        const size_type j = e / k;
-        double acc = Q(t, j);
-        for (size_type p = col_ptr(j); p < col_ptr(j + 1); ++p) acc += cval(p) * U(t, r0 + row_idx(p));
-        Q(t, j) = acc;
-      });
+  const DMatrix Ub(Kokkos::subview(U, Kokkos::ALL, std::make_pair(b.row_begin, b.row_begin + b.rows)));
+  const DMatrix Qb(Kokkos::subview(Q, Kokkos::ALL, std::make_pair(size_type(0), b.ncols)));
+  knmf::detail::spmm_gather(space, b.col_ptr, 0, b.row_idx, b.cval, Ub, Qb, true, b.col_segments,
+                            *b.scratch);
 }
 
 DMatrix upload_rows(const ExecSpace& space, const HostRows& x, const std::string& label) {

@@ -1,4 +1,5 @@
 #include "detail/host_kernels.hpp"
+#include "detail/cd_step.hpp"
 #include "detail/mu_value.hpp"
 
 #include <type_traits>
@@ -130,18 +131,12 @@ template <class T>
                                              T* __restrict__ f, const T* __restrict__ num,
                                              double* __restrict__ pgs) {
   for (int t = 0; t < k; ++t) {
-    const T xht = T(num[t] - T(l1));
-    double grad = -double(xht);
+    double grad = -cd_num_l1(num[t], l1);
     const double* __restrict__ g = Gl + std::int64_t(t) * k;
     for (int s2 = 0; s2 < k; ++s2) grad += g[s2] * double(f[s2]);
-    const T w = f[t];
-    const double pg = (w == T(0)) ? (grad < 0.0 ? grad : 0.0) : grad;
-    pgs[t] = pg < 0 ? -pg : pg;
-    const double hess = g[t];
-    if (hess != 0.0) {
-      const double nw = double(w) - grad / hess;
-      f[t] = T(nw > 0.0 ? nw : 0.0);
-    }
+    const CdStep<double> step = cd_step(double(f[t]), grad, g[t]);
+    pgs[t] = step.violation;
+    if (step.update) f[t] = T(step.value);
   }
 }
 
@@ -154,37 +149,33 @@ template <class T>
                                              std::int64_t ld, std::int64_t row0, std::int64_t j0,
                                              std::int64_t j1) {
   constexpr int L = 8, KMAX = 64;
-  typedef double lanes __attribute__((vector_size(L * sizeof(double))));
-  typedef long mask __attribute__((vector_size(L * sizeof(long))));
   double viol = 0.0;
   double pgs[L * KMAX];
   std::int64_t i = j0;
+  // Not under nvcc: it rejects cd_step, a __host__ __device__ template, instantiated with a
+  // vector type, and a CUDA build never runs the host sweeps (host_tuned_kernels is false
+  // there); its columns all take the scalar path below.
+#if !defined(__CUDACC__)
+  typedef double lanes __attribute__((vector_size(L * sizeof(double))));
   if (k <= KMAX) {
-    const lanes zero = lanes{};
     for (; i + L <= j1; i += L) {
       lanes fl[KMAX], nl[KMAX];
       for (int t = 0; t < k; ++t)
         for (int l = 0; l < L; ++l) {
           fl[t][l] = double(F[(i + l) * ld + row0 + t]);
-          nl[t][l] = double(T(Num[(i + l) * ld + row0 + t] - T(l1)));
+          nl[t][l] = cd_num_l1(Num[(i + l) * ld + row0 + t], l1);
         }
       for (int t = 0; t < k; ++t) {
         const double* __restrict__ g = Gl + std::int64_t(t) * k;
         lanes grad = -nl[t];
         for (int s2 = 0; s2 < k; ++s2) grad += g[s2] * fl[s2];
-        const lanes w = fl[t];
-        const mask at_zero = w == zero;
-        const lanes neg = grad < zero ? grad : zero;
-        const lanes pg = at_zero ? neg : grad;
-        const lanes apg = pg < zero ? -pg : pg;
-        for (int l = 0; l < L; ++l) pgs[l * KMAX + t] = apg[l];
-        const double hess = g[t];
-        if (hess != 0.0) {
-          const lanes nw = w - grad / hess;
-          lanes clipped = nw > zero ? nw : zero;
+        const CdStep<lanes> step = cd_step(fl[t], grad, g[t]);
+        for (int l = 0; l < L; ++l) pgs[l * KMAX + t] = step.violation[l];
+        if (step.update) {
+          lanes value = step.value;
           if constexpr (!std::is_same_v<T, double>)  // T(...): the scalar path stores f[t] in T
-            for (int l = 0; l < L; ++l) clipped[l] = double(T(clipped[l]));
-          fl[t] = clipped;
+            for (int l = 0; l < L; ++l) value[l] = double(T(value[l]));
+          fl[t] = value;
         }
       }
       for (int l = 0; l < L; ++l) {
@@ -195,6 +186,7 @@ template <class T>
       }
     }
   }
+#endif
   for (; i < j1; ++i) {
     cd_column(Gl, l1, k, F + i * ld + row0, Num + i * ld + row0, pgs);
     for (int t = 0; t < k; ++t) viol += pgs[t];

@@ -25,6 +25,7 @@
 #include "knmf/core/error.hpp"
 #include "knmf/core/types.hpp"
 #include "knmf/solver/options.hpp"
+#include "cd_step.hpp"
 #include "host_kernels.hpp"
 #include "mu_value.hpp"
 
@@ -106,22 +107,73 @@ KOKKOS_INLINE_FUNCTION void gram_pair(int p, int k, int& s, int& t) {
   t = s + p;
 }
 
-/// A portable Gram team's share (slot_gram_chunks, slot_gram_blocks): league rank
-/// c R + r is slot r's column chunk c, columns [j0, j1) of its rows [row0, row0 + k), its k x k
-/// partial sums at `out`.
-struct GramTeam {
+/// A portable per-slot chunked team's share (slot_chunk_teams): league rank c R + r is slot
+/// r's column chunk c, columns [j0, j1) of its rows [row0, row0 + k); its partial sums go to
+/// index c R + r of the kernel's partials.
+struct SlotChunk {
   int r, row0;
-  size_type j0, j1;
-  double* out;
-  KOKKOS_INLINE_FUNCTION GramTeam(int league_rank, int R, int k, size_type m,
-                                  const Kokkos::View<double*, MemSpace>& partial)
-      : r(league_rank % R), row0((league_rank % R) * k) {
-    const size_type c = size_type(league_rank / R);
+  size_type c, j0, j1;
+  KOKKOS_INLINE_FUNCTION SlotChunk(int league_rank, int R, int k, size_type m)
+      : r(league_rank % R), row0((league_rank % R) * k), c(size_type(league_rank / R)) {
     j0 = c * slot_chunk;
     j1 = (j0 + slot_chunk < m) ? j0 + slot_chunk : m;
-    out = &partial(size_type(c * R + r) * size_type(k) * size_type(k));
   }
+  KOKKOS_INLINE_FUNCTION size_type index(int R) const { return c * R + r; }
 };
+
+/// The team policy of a per-slot chunked kernel over m columns: one team per (column chunk,
+/// slot), num_chunks(m) * R of them, of `team_size` threads with `lanes` vector lanes each.
+inline TeamPolicy slot_chunk_policy(const ExecSpace& space, size_type m, int R, int team_size,
+                                    int lanes = 1) {
+  return TeamPolicy(space, int(num_chunks(m) * R), team_size, lanes);
+}
+
+/// The portable per-slot chunked kernels: body(team, chunk) for every team of `policy`
+/// (slot_chunk_policy: league rank c R + r is slot r's column chunk c, SlotChunk).
+template <class Body>
+void slot_chunk_teams(const char* label, const TeamPolicy& policy, int R, int k, size_type m,
+                      const Body& body) {
+  Kokkos::parallel_for(
+      label, policy, KOKKOS_LAMBDA(const Member& team) {
+        body(team, SlotChunk(team.league_rank(), R, k, m));
+      });
+}
+
+/// A per-slot chunked team reduction: partial(c R + r) = reduce(team, chunk), the team's sum
+/// over slot r's chunk c (every thread of the team returns it), for the slots in `mask`; 0 for
+/// the others (reduce is not called there).
+template <class Reduce>
+void slot_chunk_reduce(const char* label, const TeamPolicy& policy, int R, int k, size_type m,
+                       const SlotMask& mask, const Kokkos::View<double*, MemSpace>& partial,
+                       const Reduce& reduce) {
+  slot_chunk_teams(
+      label, policy, R, k, m, KOKKOS_LAMBDA(const Member& team, const SlotChunk& sc) {
+        const double sum = mask(sc.r) ? reduce(team, sc) : 0.0;
+        Kokkos::single(Kokkos::PerTeam(team), [&]() { partial(sc.index(R)) = sum; });
+      });
+}
+
+/// partial(c R + r) = sum over slot r's values of chunk c of term(row, j), rows
+/// [r k, (r + 1) k) and columns [j0, j1), in (column, row) order: one (row, column) pair per
+/// thread, so consecutive threads read consecutive rows of a LayoutLeft column (coalesced),
+/// not one column each at a stride of R k values. 0 for the slots not in `mask`.
+template <class Term>
+void slot_chunk_sum(const ExecSpace& space, const char* label, int R, int k, size_type m,
+                    const SlotMask& mask, const Kokkos::View<double*, MemSpace>& partial,
+                    const Term& term) {
+  slot_chunk_reduce(
+      label, slot_chunk_policy(space, m, R, team_size_for(int(slot_chunk))), R, k, m, mask,
+      partial, KOKKOS_LAMBDA(const Member& team, const SlotChunk& sc) {
+        double sum = 0.0;
+        Kokkos::parallel_reduce(
+            Kokkos::TeamThreadRange(team, size_type(k) * (sc.j1 - sc.j0)),
+            [&](const size_type e, double& acc) {
+              acc += term(sc.row0 + int(e % k), sc.j0 + e / k);
+            },
+            sum);
+        return sum;
+      });
+}
 
 /// Columns of a slot's k rows that the portable Gram kernel stages in team scratch per step
 /// (0: the pair sums alone do not fit; the kernel then reads F from global memory).
@@ -142,20 +194,18 @@ template <class T>
 void slot_gram_chunks(const ExecSpace& space, const Matrix<T>& F, int R, int k,
                       const SlotMask& active, const Kokkos::View<double*, MemSpace>& partial) {
   const size_type m = F.extent(1);
-  const size_type nch = num_chunks(m);
   const int npairs = k * (k + 1) / 2;
   const int tile = gram_tile_columns<T>(k);
-  TeamPolicy policy(space, int(nch * R), team_size_for(npairs));
+  TeamPolicy policy = slot_chunk_policy(space, m, R, team_size_for(npairs));
   if (tile > 0)
     policy.set_scratch_size(0, Kokkos::PerTeam(ScratchValues<double>::shmem_size(size_t(npairs)) +
                                                ScratchValues<T>::shmem_size(size_t(k) * tile)));
-  Kokkos::parallel_for(
-      "knmf::gram::chunks", policy, KOKKOS_LAMBDA(const Member& team) {
-        const GramTeam gt(team.league_rank(), R, k, m, partial);
-        if (!active(gt.r)) return;
-        double* const out = gt.out;
-        const size_type j0 = gt.j0, j1 = gt.j1;
-        const int row0 = gt.row0;
+  slot_chunk_teams(
+      "knmf::gram::chunks", policy, R, k, m, KOKKOS_LAMBDA(const Member& team, const SlotChunk& sc) {
+        if (!active(sc.r)) return;
+        double* const out = &partial(sc.index(R) * size_type(k) * size_type(k));
+        const size_type j0 = sc.j0, j1 = sc.j1;
+        const int row0 = sc.row0;
         if (tile == 0) {  // large k: straight from global memory
           Kokkos::parallel_for(Kokkos::TeamThreadRange(team, npairs), [&](const int p) {
             int s, t;
@@ -234,20 +284,18 @@ void slot_gram_blocks(const ExecSpace& space, const Matrix<T>& F, int R, int k,
                       const SlotMask& active, const Kokkos::View<double*, MemSpace>& partial) {
   constexpr int B = gram_block;
   const size_type m = F.extent(1);
-  const size_type nch = num_chunks(m);
   const int nb = (k + B - 1) / B;
   const int nblocks = nb * (nb + 1) / 2;
   const int tile = gram_block_tile_columns<T>(k);
   // up to 512 threads: a thread holds 16 sums and 8 operands (about 64 registers)
-  TeamPolicy policy(space, int(nch * R), team_size_for(nblocks, 512));
+  TeamPolicy policy = slot_chunk_policy(space, m, R, team_size_for(nblocks, 512));
   policy.set_scratch_size(0, Kokkos::PerTeam(ScratchValues<T>::shmem_size(size_t(k) * tile)));
-  Kokkos::parallel_for(
-      "knmf::gram::blocks", policy, KOKKOS_LAMBDA(const Member& team) {
-        const GramTeam gt(team.league_rank(), R, k, m, partial);
-        if (!active(gt.r)) return;
-        double* const out = gt.out;
-        const size_type j0 = gt.j0, j1 = gt.j1;
-        const int row0 = gt.row0;
+  slot_chunk_teams(
+      "knmf::gram::blocks", policy, R, k, m, KOKKOS_LAMBDA(const Member& team, const SlotChunk& sc) {
+        if (!active(sc.r)) return;
+        double* const out = &partial(sc.index(R) * size_type(k) * size_type(k));
+        const size_type j0 = sc.j0, j1 = sc.j1;
+        const int row0 = sc.row0;
         ScratchValues<T> rows(team.team_scratch(0), size_t(k) * tile);
         const bool one_tile = j1 - j0 <= size_type(tile);  // loaded once for every pass
         for (int pass = 0; pass < nblocks; pass += team.team_size()) {
@@ -381,7 +429,6 @@ void cd_update(const ExecSpace& space, const Matrix<T>& F, const Matrix<T>& Num,
                const SlotGram& G, int R, int k, const SlotMask& active, double l1, double l2,
                const Kokkos::View<double*, MemSpace>& viol_partial) {
   const size_type m = F.extent(1);
-  const size_type nch = num_chunks(m);
   if (m == 0) return;
   if constexpr (host_tuned_kernels) {
     // per (chunk, slot): the host sweep (host_kernels.cpp), G + l2 I formed once per slot
@@ -418,20 +465,13 @@ void cd_update(const ExecSpace& space, const Matrix<T>& F, const Matrix<T>& Num,
   const bool gram_in_scratch = ScratchValues<double>::shmem_size(size_t(kk)) <= team_scratch_budget;
   const int lanes = k >= cd_lanes_from_k ? cd_lanes : 1;
   const int columns = lanes == 1 || host_backend ? team_size_for(int(slot_chunk)) : 16;
-  TeamPolicy policy(space, int(nch * R), columns, lanes);
+  TeamPolicy policy = slot_chunk_policy(space, m, R, columns, lanes);
   if (gram_in_scratch)
     policy.set_scratch_size(0, Kokkos::PerTeam(ScratchValues<double>::shmem_size(size_t(kk))));
-  Kokkos::parallel_for(
-      "knmf::cd::update", policy, KOKKOS_LAMBDA(const Member& team) {
-        const int r = team.league_rank() % R;
-        const size_type c = team.league_rank() / R;
-        if (!active(r)) {
-          Kokkos::single(Kokkos::PerTeam(team), [&]() { viol_partial(c * R + r) = 0.0; });
-          return;
-        }
-        const size_type j0 = c * slot_chunk;
-        const size_type j1 = (j0 + slot_chunk < m) ? j0 + slot_chunk : m;
-        const int row0 = r * k;
+  slot_chunk_reduce(
+      "knmf::cd::update", policy, R, k, m, active, viol_partial,
+      KOKKOS_LAMBDA(const Member& team, const SlotChunk& sc) {
+        const int r = sc.r, row0 = sc.row0;
         ScratchValues<double> gl;
         if (gram_in_scratch) {
           gl = ScratchValues<double>(team.team_scratch(0), size_t(kk));
@@ -442,7 +482,7 @@ void cd_update(const ExecSpace& space, const Matrix<T>& F, const Matrix<T>& Num,
         }
         double viol = 0.0;
         Kokkos::parallel_reduce(
-            Kokkos::TeamThreadRange(team, j0, j1),
+            Kokkos::TeamThreadRange(team, sc.j0, sc.j1),
             [&](const size_type i, double& v) {
               for (int t = 0; t < k; ++t) {
                 double grad = 0.0;
@@ -450,7 +490,7 @@ void cd_update(const ExecSpace& space, const Matrix<T>& F, const Matrix<T>& Num,
                     Kokkos::ThreadVectorRange(team, k + 1),
                     [&](const int q, double& a) {
                       if (q == 0) {
-                        a += -double(T(Num(row0 + t, i) - T(l1)));
+                        a += -cd_num_l1(Num(row0 + t, i), l1);
                       } else {
                         const int s = q - 1;
                         const double gts =
@@ -459,19 +499,16 @@ void cd_update(const ExecSpace& space, const Matrix<T>& F, const Matrix<T>& Num,
                       }
                     },
                     grad);
-                const T w = F(row0 + t, i);
-                const double pg = (w == T(0)) ? (grad < 0.0 ? grad : 0.0) : grad;
-                v += Kokkos::fabs(pg);
                 const double hess = gram_in_scratch ? gl(t * k + t) : G(r, t, t) + l2;
-                if (hess != 0.0) {
-                  const double nw = double(w) - grad / hess;
+                const CdStep<double> step = cd_step(double(F(row0 + t, i)), grad, hess);
+                v += step.violation;
+                if (step.update)
                   Kokkos::single(Kokkos::PerThread(team),
-                                 [&]() { F(row0 + t, i) = T(nw > 0.0 ? nw : 0.0); });
-                }
+                                 [&]() { F(row0 + t, i) = T(step.value); });
               }
             },
             viol);
-        Kokkos::single(Kokkos::PerTeam(team), [&]() { viol_partial(c * R + r) = viol; });
+        return viol;
       });
 }
 
@@ -480,30 +517,11 @@ template <class T>
 void slot_dot(const ExecSpace& space, const Matrix<T>& A, const Matrix<T>& B, int R, int k,
               const SlotMask& active, const Kokkos::View<double*, MemSpace>& partial) {
   const size_type m = A.extent(1);
-  const size_type nch = num_chunks(m);
   if (m == 0) return;
-  TeamPolicy policy(space, int(nch * R), team_size_for(int(slot_chunk)));
-  Kokkos::parallel_for(
-      "knmf::slot_dot", policy, KOKKOS_LAMBDA(const Member& team) {
-        const int r = team.league_rank() % R;
-        const size_type c = team.league_rank() / R;
-        const size_type j0 = c * slot_chunk;
-        const size_type j1 = (j0 + slot_chunk < m) ? j0 + slot_chunk : m;
-        const int row0 = r * k;
-        double sum = 0.0;
-        if (active(r)) {
-          // one (row, column) pair per thread: consecutive threads read consecutive rows of a
-          // LayoutLeft column (coalesced), not one column each at a stride of R*k values
-          Kokkos::parallel_reduce(
-              Kokkos::TeamThreadRange(team, size_type(k) * (j1 - j0)),
-              [&](const size_type e, double& acc) {
-                const size_type j = j0 + e / k;
-                const int t = int(e % k);
-                acc += double(A(row0 + t, j)) * double(B(row0 + t, j));
-              },
-              sum);
-        }
-        Kokkos::single(Kokkos::PerTeam(team), [&]() { partial(c * R + r) = sum; });
+  slot_chunk_sum(
+      space, "knmf::slot_dot", R, k, m, active, partial,
+      KOKKOS_LAMBDA(const int row, const size_type j) {
+        return double(A(row, j)) * double(B(row, j));
       });
 }
 
@@ -514,30 +532,14 @@ template <class T>
 void slot_copy_change(const ExecSpace& space, const Matrix<T>& src, const Matrix<T>& dst, int R,
                       int k, const SlotMask& mask, const Kokkos::View<double*, MemSpace>& partial) {
   const size_type m = src.extent(1);
-  const size_type nch = num_chunks(m);
   if (m == 0) return;
-  TeamPolicy policy(space, int(nch * R), team_size_for(int(slot_chunk)));
-  Kokkos::parallel_for(
-      "knmf::mu::copy_change", policy, KOKKOS_LAMBDA(const Member& team) {
-        const int r = team.league_rank() % R;
-        const size_type c = team.league_rank() / R;
-        const size_type j0 = c * slot_chunk;
-        const size_type j1 = (j0 + slot_chunk < m) ? j0 + slot_chunk : m;
-        const int row0 = r * k;
-        double sum = 0.0;
-        if (mask(r)) {
-          Kokkos::parallel_reduce(
-              Kokkos::TeamThreadRange(team, size_type(k) * (j1 - j0)),
-              [&](const size_type e, double& acc) {
-                const size_type j = j0 + e / k;
-                const int t = int(e % k);
-                const T v = src(row0 + t, j);
-                acc += Kokkos::fabs(double(v) - double(dst(row0 + t, j)));
-                dst(row0 + t, j) = v;
-              },
-              sum);
-        }
-        Kokkos::single(Kokkos::PerTeam(team), [&]() { partial(c * R + r) = sum; });
+  slot_chunk_sum(
+      space, "knmf::mu::copy_change", R, k, m, mask, partial,
+      KOKKOS_LAMBDA(const int row, const size_type j) {
+        const T v = src(row, j);
+        const double change = Kokkos::fabs(double(v) - double(dst(row, j)));
+        dst(row, j) = v;
+        return change;
       });
 }
 

@@ -1,0 +1,46 @@
+#pragma once
+/// \file
+/// scikit-learn's coordinate-descent step of one coordinate (_update_cdnmf_fast), shared by
+/// the portable kernel (kernels.hpp, cd_update) and the host sweeps (host_kernels.cpp: one
+/// column, and columns side by side in vector lanes) so all of them compute it the same way.
+/// With Gl = G + l2 I (the slot's Gram, l2 on its diagonal) and w = F(t, i):
+///   grad = -(Num(t, i) - l1) + sum_s Gl(t, s) F(s, i)   (the caller sums it, s in order)
+///   pg   = grad, or min(grad, 0) where w == 0             (the projected gradient)
+///   new w = max(0, w - grad / Gl(t, t)), only where Gl(t, t) != 0.
+/// V is double or, in the host sweep's lanes, a GCC vector of doubles (the comparisons and
+/// selections below are then per lane, with the same operations in the same order).
+
+#include <Kokkos_Macros.hpp>
+
+namespace knmf::detail {
+
+/// The gradient's constant term before its sign: Num - l1, rounded to T (as scikit-learn's
+/// loop computes it in the factor's type); grad starts at minus this.
+template <class T>
+KOKKOS_INLINE_FUNCTION double cd_num_l1(T num, double l1) {
+  return double(T(num - T(l1)));
+}
+
+/// One coordinate's step: the projected gradient's magnitude (its share of the violation)
+/// and, where the Hessian is nonzero, the new value (in double: the caller stores it as T).
+template <class V>
+struct CdStep {
+  V violation;  ///< |pg|
+  V value;      ///< max(0, w - grad / hess); meaningful where `update`
+  bool update;  ///< hess != 0 (scikit-learn leaves the coordinate as it is otherwise)
+};
+
+template <class V>
+KOKKOS_INLINE_FUNCTION CdStep<V> cd_step(V w, V grad, double hess) {
+  const V zero = V{};
+  const V neg = grad < zero ? grad : zero;
+  const V pg = w == zero ? neg : grad;
+  CdStep<V> step{pg < zero ? -pg : pg, zero, hess != 0.0};
+  if (step.update) {
+    const V nw = w - grad / hess;
+    step.value = nw > zero ? nw : zero;
+  }
+  return step;
+}
+
+}  // namespace knmf::detail
