@@ -2,7 +2,7 @@
 # Same-session A/B of two builds of knmf (e.g. before and after a restructuring): RESULTS
 # section 1 (one iteration, knmf_bench_solver) and section 3 (cNMF's pbmcA run end to end,
 # cNMF mode), the two builds alternated run by run so that the drift of a shared machine hits
-# both alike. Prints medians and the ratio B/A; raw figures to perf/results/ab_<tag>.txt.
+# both alike. Prints medians, spreads ((max - min) / median) and the ratio B/A; raw figures to perf/results/ab_<tag>.txt.
 #
 #   perf/ab.sh BUILD_A BUILD_B [TAG]      (builds configured with -DKNMF_ENABLE_PERF=ON)
 #
@@ -56,8 +56,11 @@ for line in open(sys.argv[1]):
     f = line.split()
     if f[0] == "iter": rows[f[3]][f[1]].append(float(f[4]))
     else: rows["pbmcA end to end (s)"][f[1]].append(float(f[4]))
-print(f"{'case':60s} {'A median':>10s} {'B median':>10s} {'B/A':>6s}")
+# spread: (max - min) / median of each side's runs, the noise a difference must beat
+print(f"{'case':60s} {'A median':>10s} {'A spread':>9s} {'B median':>10s} {'B spread':>9s} {'B/A':>6s}")
 for case, v in rows.items():
     a, b = statistics.median(v["A"]), statistics.median(v["B"])
-    print(f"{case:60s} {a:10.4g} {b:10.4g} {b / a:6.3f}")
+    sa = (max(v["A"]) - min(v["A"])) / a
+    sb = (max(v["B"]) - min(v["B"])) / b
+    print(f"{case:60s} {a:10.4g} {sa:9.3f} {b:10.4g} {sb:9.3f} {b / a:6.3f}")
 EOF
