@@ -176,10 +176,16 @@ struct UpdateOperands {
 // of at most slot_chunk columns (a column's k terms included), then the partials in chunk
 // order: within (slot_chunk k + num_chunks) u of the sum.
 TEST_P(Kernels, CdSweepMinimisesEachCoordinateOfTheObjective) {
-  const auto [R, k] = GetParam();
+  // plain copies: a lambda may not capture structured bindings in C++17 (nvcc refuses it)
+  const int R = GetParam().R, k = GetParam().k;
   const double l1 = 0.05, l2 = 0.1;
   UpdateOperands op(R, k, 31u);
-  const auto& [gh, G, hf, hn, F, Num] = op;
+  const auto& gh = op.gh;
+  const auto& G = op.G;
+  const auto& hf = op.hf;
+  const auto& hn = op.hn;
+  const auto& F = op.F;
+  const auto& Num = op.Num;
   // scale Num like a product with X (the same order as G F) so the sweep moves values both ways
   for (size_type j = 0; j < m_cols; ++j)
     for (size_type i = 0; i < size_type(R) * k; ++i) hn(i, j) *= 100.0 * k;
