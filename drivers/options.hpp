@@ -10,7 +10,6 @@
 #include <vector>
 
 #include "knmf/consensus/options.hpp"
-#include "knmf/solver/options.hpp"
 
 namespace knmf::cli {
 
