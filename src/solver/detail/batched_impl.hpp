@@ -8,6 +8,7 @@
 #include "knmf/random/random_state.hpp"
 #include "batch_runner.hpp"
 #include "batched.hpp"
+#include "run_modes.hpp"
 
 namespace knmf::detail {
 
@@ -25,7 +26,7 @@ void run_factorize(const ExecSpace& space, const XOperand<T>& X, int k, const Jo
     }
     return j;
   };
-  BatchRunner<T> runner(space, X, k, batch_size, opts, RunMode::factorize);
+  BatchRunner<T, FactorizeMode<T>> runner(space, X, k, batch_size, opts, FactorizeMode<T>{});
   runner.run(checked, on_result, on_iteration);
 }
 
@@ -50,7 +51,7 @@ std::vector<RefitResult> run_refit(const ExecSpace& space, const XOperand<T>& X,
     j.index = std::int64_t(next++);
     return j;
   };
-  BatchRunner<T> runner(space, X, k, batch_size, opts, RunMode::refit, &spectra);
+  BatchRunner<T, RefitMode<T>> runner(space, X, k, batch_size, opts, RefitMode<T>(spectra));
   runner.run(src, [&](ReplicateResult&& r) {
     auto& o = out[size_t(r.job.index)];
     o.W = std::move(r.W);

@@ -14,8 +14,9 @@
 ///   //   s.products_for_H()  Q = W^T X, GW = W^T W          (what H's update reads; summed
 ///   //                                                        over row blocks)
 ///   //   s.violations_W(), s.violations_H()  per-slot sums of the chunk partials
-///   // Returns one value per slot for after_update (a violation), or nothing.
-///   template <class Step> static std::vector<double> factorize_step(Step& s);
+///   // Sets out.values (one value per slot for after_update, a violation) or leaves them
+///   // empty, and out.repeats when it repeats updates (repeat_updates below).
+///   template <class Step> static void factorize_step(const Step& s, StepOutputs& out);
 ///
 ///   // One W update of the active slots with H fixed, from P = X H^T and G = H H^T alone
 ///   // (FixedH below). Returns per-slot values over this block's rows of W (the caller sums
@@ -66,6 +67,18 @@ struct Verdict {
   static Verdict done(ReplicateStatus s) { return {stop, s}; }
 };
 
+/// What one iteration of the active slots produces besides their new factors.
+struct StepOutputs {
+  /// One value per slot for the rule's after_update (a violation), or empty.
+  std::vector<double> values;
+  /// Sweeps each slot ran in this step beyond the first of each update (the accelerated
+  /// sweeps, repeat_updates in rule.hpp), or empty.
+  std::vector<int> repeats;
+  /// Factor sweeps each active slot counts for this step besides `repeats` (set by the mode:
+  /// 2 in a Frobenius factorization, 0 where none are counted).
+  int sweeps = 0;
+};
+
 /// ||X - W H||_F from the identity ||X||^2 - 2 <W^T X, H> + <W^T W, H H^T> (docs/numerics.md,
 /// "The reconstruction error without X - W H"): `norm2` = ||X||^2, `cross` = <W^T X, H>, `wh` = <W^T W, H H^T>. The sum is
 /// clamped at 0 (a fit better than the rounding of its terms), but a term or sum that is not
@@ -105,16 +118,17 @@ struct FixedH {
 /// limit - 1 more updates of one factor of the active slots (`s.slots`) against the same
 /// products, after a first one whose changes are `first`. A slot repeats while its last
 /// update's change exceeds inner_eps times its first (a zero or non-finite first change: no
-/// repeat). `update(mask)` runs one update of the slots in the mask and returns every slot's
+/// repeat); each repeat is counted in `repeats` (per slot, sized on first use). `update(mask)` runs one update of the slots in the mask and returns every slot's
 /// change (summed over the row blocks, so that every rank decides alike). CD's change is its
 /// sweep's projected-gradient violation (rule_cd.hpp), MU's the l1 norm of the step
 /// (rule_mu.hpp).
 template <class Step, class Update>
-void repeat_updates(Step& s, const std::vector<double>& first, int limit, const Update& update) {
+void repeat_updates(const Step& s, std::vector<int>& repeats, const std::vector<double>& first,
+                    int limit, const Update& update) {
   if (limit <= 1) return;
   Kokkos::Profiling::ScopedRegion region("knmf::solver::repeat_updates");
   const size_t R = size_t(s.batch.R);
-  if (s.repeats.empty()) s.repeats.assign(R, 0);
+  if (repeats.empty()) repeats.assign(R, 0);
   std::vector<char> on(R, 0);
   bool any = false;
   for (int r : s.slots)
@@ -127,7 +141,7 @@ void repeat_updates(Step& s, const std::vector<double>& first, int limit, const 
     any = false;
     for (size_t r = 0; r < R; ++r) {
       if (!on[r]) continue;
-      ++s.repeats[r];
+      ++repeats[r];
       if (v[r] > s.opts.inner_eps * first[r]) any = true;
       else on[r] = 0;
     }

@@ -29,7 +29,7 @@ struct BetaMuRule {
   static double fixed_h_start(double mean, int k) { return MuRule::fixed_h_start(mean, k); }
 
   template <class Step>
-  static std::vector<double> factorize_step(Step& s) {
+  static void factorize_step(const Step& s, StepOutputs&) {
     {
       Kokkos::Profiling::ScopedRegion r1("knmf::beta_mu::update_W");
       s.beta_update_W(false);
@@ -38,15 +38,13 @@ struct BetaMuRule {
       Kokkos::Profiling::ScopedRegion r2("knmf::beta_mu::update_H");
       s.beta_update_H();
     }
-    return {};
   }
 
   /// One W update with H fixed (the step context has X).
   template <class Step>
-  static std::vector<double> refit_step(Step& s) {
+  static void refit_step(const Step& s, StepOutputs&) {
     Kokkos::Profiling::ScopedRegion r1("knmf::beta_mu::update_W");
     s.beta_update_W(true);
-    return {};
   }
 
   static Verdict after_update(const SolverOptions& o, SlotProgress& s, double v) {

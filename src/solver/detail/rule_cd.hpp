@@ -37,7 +37,7 @@ struct CdRule {
   /// to a region of their own and come to the host with H's, one copy and one wait per
   /// iteration instead of two (the same sums, in the same order: the same decisions).
   template <class Step>
-  static std::vector<double> factorize_step(Step& s) {
+  static void factorize_step(const Step& s, StepOutputs& out) {
     auto& b = s.batch;
     const bool w_later = s.sweeps_W <= 1;
     std::vector<double> vw, vh;
@@ -48,7 +48,7 @@ struct CdRule {
                 w_later ? b.red_partial_w() : b.red_partial);
       if (!w_later) {
         vw = s.violations_W();
-        repeat_updates(s, vw, s.sweeps_W, [&](const SlotMask& on) {
+        repeat_updates(s, out.repeats, vw, s.sweeps_W, [&](const SlotMask& on) {
           cd_update(s.space, b.W, b.P, b.GH, b.R, b.k, on, s.reg.l1_W, s.reg.l2_W,
                     b.red_partial);
           return s.violations_W();
@@ -62,13 +62,13 @@ struct CdRule {
                 b.red_partial);
       if (w_later) std::tie(vw, vh) = s.violations_WH();
       else vh = s.violations_H();
-      repeat_updates(s, vh, s.sweeps_H, [&](const SlotMask& on) {
+      repeat_updates(s, out.repeats, vh, s.sweeps_H, [&](const SlotMask& on) {
         cd_update(s.space, b.H, b.Q, b.GW, b.R, b.k, on, s.reg.l1_H, s.reg.l2_H, b.red_partial);
         return s.violations_H();
       });
     }
     for (size_t r = 0; r < vw.size(); ++r) vw[r] += vh[r];
-    return vw;
+    out.values = std::move(vw);
   }
 
   /// A sweep over W (in place); returns each slot's violation over this block's rows.

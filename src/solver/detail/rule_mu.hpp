@@ -28,7 +28,7 @@ struct MuRule {
   /// and are copied into W / H for the slots updated (slot_copy_change), which also measures
   /// the change of each slot's step (its l1 norm), the repeats' stopping measure.
   template <class Step>
-  static std::vector<double> factorize_step(Step& s) {
+  static void factorize_step(const Step& s, StepOutputs& out) {
     auto& b = s.batch;
     const bool add_eps = s.opts.zero_guard == ZeroGuard::add_eps;
     if (s.sweeps_W > 1 || s.sweeps_H > 1) {
@@ -41,7 +41,7 @@ struct MuRule {
           slot_copy_change(s.space, b.W_next, b.W, b.R, b.k, on, b.red_partial);
           return s.violations_W();
         };
-        repeat_updates(s, update_W(s.active), s.sweeps_W, update_W);
+        repeat_updates(s, out.repeats, update_W(s.active), s.sweeps_W, update_W);
       }
       {
         Kokkos::Profiling::ScopedRegion r2("knmf::mu::update_H");
@@ -52,9 +52,9 @@ struct MuRule {
           slot_copy_change(s.space, b.H_next, b.H, b.R, b.k, on, b.red_partial);
           return s.violations_H();
         };
-        repeat_updates(s, update_H(s.active), s.sweeps_H, update_H);
+        repeat_updates(s, out.repeats, update_H(s.active), s.sweeps_H, update_H);
       }
-      return {};
+      return;
     }
     {
       Kokkos::Profiling::ScopedRegion r1("knmf::mu::update_W");
@@ -70,7 +70,6 @@ struct MuRule {
                 s.opts.eps, b.H_next);
       std::swap(b.H, b.H_next);
     }
-    return {};
   }
 
   template <class T>
