@@ -172,6 +172,7 @@ private:
     c.solver_set = true;
     c.quiet = true;  // the demo prints its own lines; warnings still reach stderr
     prepare::write_norm_counts(c.input, prep);
+    std::fflush(stdout);  // the run's warnings (stderr) after the steps printed so far
     const FactorizeSummary sum = run_factorize(c, std::cerr);
     if (sum.jobs_failed > 0) {
       std::fprintf(stderr, "knmf: error: %s\n", sum.failure.c_str());
