@@ -438,6 +438,8 @@ FactorizeSummary run_factorize_with(const FactorizeConfig& c, Parts& parts, std:
         return run_jobs(c, plan, channel, &store, X, budget, bytes_x, t0, log);
       });
   parts.reduce(sum);
+  sum.x_format = where.x.choice;
+  sum.x_streamed = !where.rows && !where.x.in_core;
   store.report_failures(sum, c, x_max, info.n_obs, info.n_vars);
   parts.share_failures(sum);
   if (store.finish() && !c.quiet) log << "knmf factorize: " << c.results << " is complete\n";

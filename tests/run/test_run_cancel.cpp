@@ -1,6 +1,8 @@
 // The run's cancellation and progress hook (FactorizeConfig::on_progress): a run stopped by it
 // commits the replicates finished so far, reports `cancelled`, leaves a results file that is
 // not complete, and the same run again resumes from it to the results of a run never stopped.
+// Also what the summary says of X's device format (FactorizeSummary::x_format, `knmf demo`'s
+// step 3).
 #include <gtest/gtest.h>
 
 #include <sstream>
@@ -70,6 +72,27 @@ TEST(RunCancel, StopsCleanlyAndResumesToTheSameResults) {
   for (int k : {2, 3})
     for (int it = 0; it < 3; ++it)
       EXPECT_EQ(a.spectra(k, it), b.spectra(k, it)) << "k " << k << " iter " << it;
+}
+
+TEST(RunSummary, NamesTheDeviceFormatOfX) {
+  TempDir tmp("knmf-run-summary");
+  write_small_counts<double>(tmp / "x.h5ad", 50, 12);  // CSR on disk, 2/3 nonzero
+  std::ostringstream log;
+  const auto autom = run_factorize(small_run(tmp / "x.h5ad", tmp / "auto.h5"), log);
+  EXPECT_FALSE(autom.x_format.sparse);
+  EXPECT_NE(autom.x_format.reason.find(">= crossover"), std::string::npos) << autom.x_format.reason;
+  EXPECT_FALSE(autom.x_streamed);
+
+  auto c = small_run(tmp / "x.h5ad", tmp / "sparse.h5");
+  c.format = XFormat::sparse;
+  const auto sparse = run_factorize(c, log);
+  EXPECT_TRUE(sparse.x_format.sparse);
+  EXPECT_EQ(sparse.x_format.reason, "--format sparse");
+
+  // nothing left to run: X is not placed, no format
+  const auto again = run_factorize(small_run(tmp / "x.h5ad", tmp / "auto.h5"), log);
+  EXPECT_EQ(again.jobs_run, 0);
+  EXPECT_TRUE(again.x_format.reason.empty());
 }
 
 }  // namespace

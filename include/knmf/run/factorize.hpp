@@ -93,6 +93,11 @@ struct FactorizeSummary {
   std::string failure;
   /// The progress hook returned false: the run stopped early (jobs_run replicates finished).
   bool cancelled = false;
+  /// The device format the plan chose for X and why (as the plan line says it); reason empty
+  /// when nothing ran (every job already complete). x_streamed: X did not fit device memory
+  /// next to the factors and was streamed from host memory.
+  FormatChoice x_format;
+  bool x_streamed = false;
 };
 
 /// Run `knmf factorize`. Progress and the plan go to `log` (stderr in the driver). A run in
