@@ -345,6 +345,45 @@ struct LloydRun {
   int n_iter = 0;
 };
 
+/// scikit-learn's _relocate_empty_clusters_dense: each empty cluster (count 0) takes, in
+/// order, one of the samples farthest from their (old) centers; the sums (k x g row-major)
+/// and weights move with it.
+void relocate_empty_clusters(const HostRows& xc, const std::vector<double>& centers,
+                             const std::vector<int>& labels,
+                             const std::vector<size_type>& count, std::vector<double>& sums_h,
+                             std::vector<double>& weight) {
+  const size_type n = xc.rows, g = xc.cols;
+  const int k = int(count.size());
+  std::vector<int> empty;
+  for (int c = 0; c < k; ++c)
+    if (count[size_t(c)] == 0) empty.push_back(c);
+  if (!empty.empty()) {
+    std::vector<double> dist(static_cast<size_t>(n));
+    for (size_type j = 0; j < n; ++j) {
+      const double* x = xc.row(j);
+      const double* cen = centers.data() + size_t(labels[size_t(j)]) * size_t(g);
+      double s = 0.0;
+      for (size_type f = 0; f < g; ++f) s += (x[f] - cen[f]) * (x[f] - cen[f]);
+      dist[size_t(j)] = s;
+    }
+    std::vector<size_type> order(static_cast<size_t>(n));
+    std::iota(order.begin(), order.end(), size_type(0));
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_type a, size_type b) { return dist[size_t(a)] > dist[size_t(b)]; });
+    for (size_t e = 0; e < empty.size() && e < order.size(); ++e) {
+      const size_type far = order[e];
+      const int to = empty[e], from = labels[size_t(far)];
+      const double* x = xc.row(far);
+      for (size_type f = 0; f < g; ++f) {
+        sums_h[size_t(from * g + f)] -= x[f];
+        sums_h[size_t(to * g + f)] = x[f];
+      }
+      weight[size_t(to)] = 1.0;
+      weight[size_t(from)] -= 1.0;
+    }
+  }
+}
+
 /// One Lloyd run (scikit-learn's _kmeans_single_lloyd) from the seeds `init` (k x g).
 LloydRun lloyd(const ExecSpace& space, const HostRows& xc, const detail::DMatrix& xt,
                std::vector<double> centers, int k, int max_iter, double tol) {
@@ -407,34 +446,7 @@ LloydRun lloyd(const ExecSpace& space, const HostRows& xc, const detail::DMatrix
     // sums_h is column-major g x k = row-major k x g: the weighted sums of each cluster
     std::vector<double> weight(count.begin(), count.end());
     // empty clusters take the samples farthest from their (old) centers
-    std::vector<int> empty;
-    for (int c = 0; c < k; ++c)
-      if (count[size_t(c)] == 0) empty.push_back(c);
-    if (!empty.empty()) {
-      std::vector<double> dist(static_cast<size_t>(n));
-      for (size_type j = 0; j < n; ++j) {
-        const double* x = xc.row(j);
-        const double* cen = centers.data() + size_t(labels[size_t(j)]) * size_t(g);
-        double s = 0.0;
-        for (size_type f = 0; f < g; ++f) s += (x[f] - cen[f]) * (x[f] - cen[f]);
-        dist[size_t(j)] = s;
-      }
-      std::vector<size_type> order(static_cast<size_t>(n));
-      std::iota(order.begin(), order.end(), size_type(0));
-      std::stable_sort(order.begin(), order.end(),
-                       [&](size_type a, size_type b) { return dist[size_t(a)] > dist[size_t(b)]; });
-      for (size_t e = 0; e < empty.size() && e < order.size(); ++e) {
-        const size_type far = order[e];
-        const int to = empty[e], from = labels[size_t(far)];
-        const double* x = xc.row(far);
-        for (size_type f = 0; f < g; ++f) {
-          sums_h[size_t(from * g + f)] -= x[f];
-          sums_h[size_t(to * g + f)] = x[f];
-        }
-        weight[size_t(to)] = 1.0;
-        weight[size_t(from)] -= 1.0;
-      }
-    }
+    relocate_empty_clusters(xc, centers, labels, count, sums_h, weight);
     std::vector<double> centers_new(sums_h);
     for (int c = 0; c < k; ++c) {
       if (weight[size_t(c)] > 0) {

@@ -192,6 +192,146 @@ struct SparseMeanVar {
   }
 };
 
+/// cNMF's usages beside their row-normalized copy (rf_usages.div(rf_usages.sum(axis=1),
+/// axis=0), cast to the TPM's dtype), n x 2k. A cell with no usage at all gets zeros, where
+/// cNMF would get NaN and fail.
+HostRows usages_and_normalized(const HostRows& U, bool float32) {
+  const size_type n = U.rows;
+  const int k = int(U.cols);
+  HostRows V{n, 2 * k, std::vector<double>(size_t(n * 2 * k))};
+  for (size_type i = 0; i < n; ++i) {
+    double s = 0.0;
+    for (int t = 0; t < k; ++t) s += U.row(i)[t];
+    for (int t = 0; t < k; ++t) {
+      V.row(i)[t] = U.row(i)[t];
+      const double un = s != 0.0 ? U.row(i)[t] / s : 0.0;
+      V.row(i)[k + t] = float32 ? double(to_f32(un)) : un;  // norm_usages.astype(tpm dtype)
+    }
+  }
+  return V;
+}
+
+/// out.starcat from out.spectra_tpm (k x gt) and the genes' standard deviations.
+void starcat_spectra(const TpmInput& tpm, const RowSource& T, const std::vector<double>& gene_std,
+                     ConsensusResult& out) {
+  const size_type gt = T.cols();
+  const int k = int(out.spectra_tpm.rows);
+  // starCAT reference spectra (cNMF's build_reference, from the .txt values). A gene whose
+  // TPM has no spread (standard deviation 0: in practice a gene with no counts in any cell)
+  // is divided by 0 there, and cNMF writes NaN (or inf) for it. knmf writes 0 instead, the
+  // value such a gene's unit-variance column gets in the usage refit below (it carries no
+  // signal to match a cell against), and says which genes (ConsensusResult::warnings).
+  const size_type gh = size_type(tpm.hvg_columns.size());
+  out.starcat = HostRows{k, gh, std::vector<double>(size_t(k * gh))};
+  std::vector<size_type> flat;  // HVGs with standard deviation 0
+  for (size_type h = 0; h < gh; ++h) {
+    const int j = tpm.hvg_columns[size_t(h)];
+    if (j >= 0 && j < gt && !(gene_std[size_t(j)] > 0.0)) flat.push_back(h);
+  }
+  for (int t = 0; t < k; ++t) {
+    std::vector<double> row(out.spectra_tpm.row(t), out.spectra_tpm.row(t) + gt);
+    if (tpm.float32)
+      for (auto& v : row) v = f32_txt_value(v);
+    const double s = detail::pairwise_sum(row.data(), gt);
+    for (size_type h = 0; h < gh; ++h) {
+      const int j = tpm.hvg_columns[size_t(h)];
+      const double sd = gene_std[size_t(j)];
+      out.starcat.row(t)[h] = sd > 0.0 ? row[size_t(j)] / s * 1e6 / sd : 0.0;
+    }
+  }
+  if (!flat.empty()) {
+    const auto names = T.column_names();
+    std::string list;
+    for (size_t i = 0; i < flat.size() && i < 10; ++i) {
+      const int j = tpm.hvg_columns[size_t(flat[i])];
+      list += (i ? ", " : "") + (size_t(j) < names.size() ? names[size_t(j)] : std::to_string(j));
+    }
+    if (flat.size() > 10) list += ", ... (" + std::to_string(flat.size() - 10) + " more)";
+    out.warnings.push_back(std::to_string(flat.size()) + " of the " + std::to_string(gh) +
+                           " genes have standard deviation 0 in " + T.name() +
+                           " (no counts): their starCAT spectra values are 0 (cNMF would write "
+                           "NaN): " + list);
+  }
+}
+
+/// The unit-variance HVG TPM of the final usage refit: each HVG column's map (TPM column ->
+/// HVG index, -1 elsewhere) and scale (1 / its ddof-1 standard deviation), the refit's
+/// spectra H2 (the HVG TPM spectra / the genes' standard deviations) and the scaled matrix's
+/// sum and squared norm.
+struct HvgScaling {
+  std::vector<int> map;
+  std::vector<double> scale;
+  HostRows H2;
+  double sum = 0.0, norm2 = 0.0;
+};
+HvgScaling hvg_scaling(const TpmInput& tpm, const HostRows& spectra_tpm,
+                       const std::vector<double>& gene_std, const std::vector<double>& colsum,
+                       const std::vector<double>& colsq, size_type n) {
+  const size_type gt = spectra_tpm.cols, gh = size_type(tpm.hvg_columns.size());
+  const int k = int(spectra_tpm.rows);
+  std::vector<int> map(static_cast<size_t>(gt), -1);
+  std::vector<double> scale(static_cast<size_t>(gt), 0.0);
+  double hsum = 0.0, hnorm2 = 0.0;
+  for (size_type h = 0; h < gh; ++h) {
+    const int j = tpm.hvg_columns[size_t(h)];
+    if (j < 0 || j >= gt) input_error("HVG ", h, " has TPM column ", j, " out of range");
+    map[size_t(j)] = int(h);
+    const double mean = colsum[size_t(j)] / double(n);
+    double var = (colsq[size_t(j)] / double(n) - mean * mean);
+    var = n > 1 ? var * double(n) / double(n - 1) : 0.0;  // scanpy's scale: ddof = 1
+    double sd = var > 0.0 ? std::sqrt(var) : 0.0;
+    if (sd == 0.0) sd = 1.0;
+    scale[size_t(j)] = 1.0 / sd;
+    hsum += colsum[size_t(j)] / sd;
+    hnorm2 += colsq[size_t(j)] / (sd * sd);
+  }
+  HostRows H2{k, gh, std::vector<double>(size_t(k * gh))};
+  for (int t = 0; t < k; ++t)
+    for (size_type h = 0; h < gh; ++h) {
+      const int j = tpm.hvg_columns[size_t(h)];
+      double v = spectra_tpm.row(t)[j] / gene_std[size_t(j)];
+      if (!std::isfinite(v)) v = 0.0;  // a gene with zero std in tpm_stats
+      H2.row(t)[h] = tpm.float32 ? double(to_f32(v)) : v;
+    }
+  return HvgScaling{std::move(map), std::move(scale), std::move(H2), hsum, hnorm2};
+}
+
+/// The genes' standard deviations (ddof 0): cNMF's tpm_stats `__std`, or computed from the
+/// TPM's column sums and sums of squares over n cells.
+std::vector<double> genes_std(const TpmInput& tpm, const std::vector<double>& colsum,
+                              const std::vector<double>& colsq, size_type n) {
+  if (!tpm.gene_std.empty()) return tpm.gene_std;
+  const size_type gt = size_type(colsum.size());
+  std::vector<double> gene_std(static_cast<size_t>(gt));
+  for (size_type j = 0; j < gt; ++j) {
+    const double mean = colsum[size_t(j)] / double(n);
+    const double var = colsq[size_t(j)] / double(n) - mean * mean;
+    gene_std[size_t(j)] = var > 0.0 ? std::sqrt(var) : 0.0;
+  }
+  return gene_std;
+}
+
+/// Gene scores (k x gt): OLS of the z-scored TPM on U (cNMF's efficient_ols_all_cols,
+/// normalize_y), from Qh's first k rows (U^T TPM), U^T 1 and U^T U, with scikit-learn's column
+/// means and variances (StandardScaler(with_mean=False)).
+HostRows gene_scores(const HostRows& Qh, const std::vector<double>& usum,
+                     const std::vector<double>& UtU, const SparseMeanVar& mv) {
+  const int k = int(usum.size());
+  const size_type gt = Qh.cols;
+  const std::vector<double> means = mv.means();
+  const std::vector<double> vars = mv.variances();
+  std::vector<double> XtY(size_t(k * gt));
+  for (size_type j = 0; j < gt; ++j) {
+    const double mean = means[size_t(j)];
+    double var = vars[size_t(j)];
+    if (!(var >= 1e-12)) var = 1e-12;  // cNMF: varY[varY < eps] = eps
+    const double sd = std::sqrt(var);
+    for (int t = 0; t < k; ++t)
+      XtY[size_t(t * gt + j)] = (Qh.row(t)[j] - usum[size_t(t)] * mean) / sd;
+  }
+  return HostRows{k, gt, gram_lstsq(UtU, XtY, k, gt)};
+}
+
 /// The TPM outputs of cNMF's consensus from the program-ordered usages U (n x k).
 void tpm_outputs(const ExecSpace& space, const TpmInput& tpm, const HostRows& U,
                  const SolverOptions& run, size_type block_nnz, ConsensusResult& out) {
@@ -203,18 +343,7 @@ void tpm_outputs(const ExecSpace& space, const TpmInput& tpm, const HostRows& U,
     input_error(T.name(), " has ", n, " cells but the norm_counts matrix has ", U.rows);
   if (!tpm.gene_std.empty() && size_type(tpm.gene_std.size()) != gt)
     input_error("tpm_stats: ", tpm.gene_std.size(), " genes but ", T.name(), " has ", gt);
-  // normalized usages (cNMF: rf_usages.div(rf_usages.sum(axis=1), axis=0); a cell with no
-  // usage at all gets zeros here, where cNMF would get NaN and fail)
-  HostRows V{n, 2 * k, std::vector<double>(size_t(n * 2 * k))};
-  for (size_type i = 0; i < n; ++i) {
-    double s = 0.0;
-    for (int t = 0; t < k; ++t) s += U.row(i)[t];
-    for (int t = 0; t < k; ++t) {
-      V.row(i)[t] = U.row(i)[t];
-      const double un = s != 0.0 ? U.row(i)[t] / s : 0.0;
-      V.row(i)[k + t] = tpm.float32 ? double(to_f32(un)) : un;  // norm_usages.astype(tpm dtype)
-    }
-  }
+  const HostRows V = usages_and_normalized(U, tpm.float32);
   auto Vd = detail::upload_transposed(space, V, "knmf::consensus::usages");  // 2k x n
   auto Q = detail::alloc_matrix(space, "knmf::consensus::UtT", 2 * k, gt);
   Kokkos::deep_copy(space, Q, 0.0);
@@ -237,16 +366,7 @@ void tpm_outputs(const ExecSpace& space, const TpmInput& tpm, const HostRows& U,
     detail::accumulate_ut_block(space, block, Vd, Q);
   });
   const HostRows Qh = transpose(detail::download_transposed(space, Q));  // 2k x gt row-major
-  // the genes' standard deviations (ddof 0): cNMF's tpm_stats `__std`, or computed here
-  std::vector<double> gene_std = tpm.gene_std;
-  if (gene_std.empty()) {
-    gene_std.resize(size_t(gt));
-    for (size_type j = 0; j < gt; ++j) {
-      const double mean = colsum[size_t(j)] / double(n);
-      const double var = colsq[size_t(j)] / double(n) - mean * mean;
-      gene_std[size_t(j)] = var > 0.0 ? std::sqrt(var) : 0.0;
-    }
-  }
+  const std::vector<double> gene_std = genes_std(tpm, colsum, colsq, n);
   // Grams U^T U and Un^T Un, and U^T 1
   detail::DMatrix Ud(Vd.data(), 2 * k, n);
   std::vector<double> gram_all = detail::gram(space, Ud);  // (2k x 2k)
@@ -286,68 +406,15 @@ void tpm_outputs(const ExecSpace& space, const TpmInput& tpm, const HostRows& U,
   if (tpm.float32)
     for (auto& v : out.spectra_tpm.values) v = double(to_f32(v));
 
-  // starCAT reference spectra (cNMF's build_reference, from the .txt values). A gene whose
-  // TPM has no spread (standard deviation 0: in practice a gene with no counts in any cell)
-  // is divided by 0 there, and cNMF writes NaN (or inf) for it. knmf writes 0 instead, the
-  // value such a gene's unit-variance column gets in the usage refit below (it carries no
-  // signal to match a cell against), and says which genes (ConsensusResult::warnings).
+  // final usages: refit of the unit-variance HVG TPM on the HVG TPM spectra / std (the HVG
+  // columns checked here, before starCAT's spectra read them)
+  const HvgScaling hv = hvg_scaling(tpm, out.spectra_tpm, gene_std, colsum, colsq, n);
+  starcat_spectra(tpm, T, gene_std, out);
   const size_type gh = size_type(tpm.hvg_columns.size());
-  out.starcat = HostRows{k, gh, std::vector<double>(size_t(k * gh))};
-  std::vector<size_type> flat;  // HVGs with standard deviation 0
-  for (size_type h = 0; h < gh; ++h) {
-    const int j = tpm.hvg_columns[size_t(h)];
-    if (j >= 0 && j < gt && !(gene_std[size_t(j)] > 0.0)) flat.push_back(h);
-  }
-  for (int t = 0; t < k; ++t) {
-    std::vector<double> row(out.spectra_tpm.row(t), out.spectra_tpm.row(t) + gt);
-    if (tpm.float32)
-      for (auto& v : row) v = f32_txt_value(v);
-    const double s = detail::pairwise_sum(row.data(), gt);
-    for (size_type h = 0; h < gh; ++h) {
-      const int j = tpm.hvg_columns[size_t(h)];
-      const double sd = gene_std[size_t(j)];
-      out.starcat.row(t)[h] = sd > 0.0 ? row[size_t(j)] / s * 1e6 / sd : 0.0;
-    }
-  }
-  if (!flat.empty()) {
-    const auto names = T.column_names();
-    std::string list;
-    for (size_t i = 0; i < flat.size() && i < 10; ++i) {
-      const int j = tpm.hvg_columns[size_t(flat[i])];
-      list += (i ? ", " : "") + (size_t(j) < names.size() ? names[size_t(j)] : std::to_string(j));
-    }
-    if (flat.size() > 10) list += ", ... (" + std::to_string(flat.size() - 10) + " more)";
-    out.warnings.push_back(std::to_string(flat.size()) + " of the " + std::to_string(gh) +
-                           " genes have standard deviation 0 in " + T.name() +
-                           " (no counts): their starCAT spectra values are 0 (cNMF would write "
-                           "NaN): " + list);
-  }
-
-  // final usages: refit of the unit-variance HVG TPM on the HVG TPM spectra / std
-  std::vector<int> map(static_cast<size_t>(gt), -1);
-  std::vector<double> scale(static_cast<size_t>(gt), 0.0);
-  double hsum = 0.0, hnorm2 = 0.0;
-  for (size_type h = 0; h < gh; ++h) {
-    const int j = tpm.hvg_columns[size_t(h)];
-    if (j < 0 || j >= gt) input_error("HVG ", h, " has TPM column ", j, " out of range");
-    map[size_t(j)] = int(h);
-    const double mean = colsum[size_t(j)] / double(n);
-    double var = (colsq[size_t(j)] / double(n) - mean * mean);
-    var = n > 1 ? var * double(n) / double(n - 1) : 0.0;  // scanpy's scale: ddof = 1
-    double sd = var > 0.0 ? std::sqrt(var) : 0.0;
-    if (sd == 0.0) sd = 1.0;
-    scale[size_t(j)] = 1.0 / sd;
-    hsum += colsum[size_t(j)] / sd;
-    hnorm2 += colsq[size_t(j)] / (sd * sd);
-  }
-  HostRows H2{k, gh, std::vector<double>(size_t(k * gh))};
-  for (int t = 0; t < k; ++t)
-    for (size_type h = 0; h < gh; ++h) {
-      const int j = tpm.hvg_columns[size_t(h)];
-      double v = out.spectra_tpm.row(t)[j] / gene_std[size_t(j)];
-      if (!std::isfinite(v)) v = 0.0;  // a gene with zero std in tpm_stats
-      H2.row(t)[h] = tpm.float32 ? double(to_f32(v)) : v;
-    }
+  const auto& map = hv.map;
+  const auto& scale = hv.scale;
+  const HostRows& H2 = hv.H2;
+  const double hsum = hv.sum, hnorm2 = hv.norm2;
   auto H2d = detail::upload_rows(space, H2, "knmf::consensus::H_tpm");
   Kokkos::View<int*, MemSpace> dmap(Kokkos::view_alloc(space, "knmf::consensus::hvg_map"), gt);
   {
@@ -366,20 +433,7 @@ void tpm_outputs(const ExecSpace& space, const TpmInput& tpm, const HostRows& U,
     block.upload(b, true, false);
     detail::block_times_ht(space, block, H2d, dmap, dscale, P2);
   });
-  // gene scores: OLS of the z-scored TPM on U (cNMF's efficient_ols_all_cols, normalize_y),
-  // with scikit-learn's column means and variances (StandardScaler(with_mean=False))
-  const std::vector<double> means = mv.means();
-  const std::vector<double> vars = mv.variances();
-  std::vector<double> XtY(size_t(k * gt));
-  for (size_type j = 0; j < gt; ++j) {
-    const double mean = means[size_t(j)];
-    double var = vars[size_t(j)];
-    if (!(var >= 1e-12)) var = 1e-12;  // cNMF: varY[varY < eps] = eps
-    const double sd = std::sqrt(var);
-    for (int t = 0; t < k; ++t)
-      XtY[size_t(t * gt + j)] = (Qh.row(t)[j] - usum[size_t(t)] * mean) / sd;
-  }
-  out.spectra_score = HostRows{k, gt, gram_lstsq(UtU, XtY, k, gt)};
+  out.spectra_score = gene_scores(Qh, usum, UtU, mv);
 
   if (resident)
     out.tpm_usage_refit =

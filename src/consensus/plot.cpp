@@ -171,6 +171,35 @@ void marker(cairo_t* cr, double x, double y, double r, const Rgb& c) {
   cairo_fill(cr);
 }
 
+/// One line of points (x(ks[i]), y(v[i])) with markers, broken at non-finite values; the
+/// points drawn (NaN for those left out) go to `pts`.
+template <class FX, class FY>
+void draw_series(cairo_t* cr, const std::vector<double>& ks, const std::vector<double>& v,
+                 const FX& X, const FY& Y, const Rgb& c,
+                 std::vector<std::pair<double, double>>& pts) {
+  const double lw = pt(1.5), mr = pt(6) / 2;
+  cairo_set_line_width(cr, lw);
+  set(cr, c);
+  bool pen = false;
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (!std::isfinite(v[i])) {
+      pts.emplace_back(std::nan(""), std::nan(""));
+      pen = false;
+      continue;
+    }
+    const double px = X(ks[i]), py = Y(v[i]);
+    pts.emplace_back(px, py);
+    if (pen)
+      cairo_line_to(cr, px, py);
+    else
+      cairo_move_to(cr, px, py);
+    pen = true;
+  }
+  cairo_stroke(cr);
+  for (const auto& p : pts)
+    if (std::isfinite(p.first)) marker(cr, p.first, p.second, mr, c);
+}
+
 }  // namespace
 
 KSelectionPlotLayout write_k_selection_plot(const std::string& path,
@@ -229,32 +258,8 @@ KSelectionPlotLayout write_k_selection_plot(const std::string& path,
   cairo_stroke(cr);
 
   // data: error (red, right axis), stability (blue, left axis)
-  const double lw = pt(1.5), mr = pt(6) / 2;
-  auto series = [&](const std::vector<double>& v, auto Y, const Rgb& c,
-                    std::vector<std::pair<double, double>>& pts) {
-    cairo_set_line_width(cr, lw);
-    set(cr, c);
-    bool pen = false;
-    for (size_t i = 0; i < v.size(); ++i) {
-      if (!std::isfinite(v[i])) {
-        pts.emplace_back(std::nan(""), std::nan(""));
-        pen = false;
-        continue;
-      }
-      const double px = X(ks[i]), py = Y(v[i]);
-      pts.emplace_back(px, py);
-      if (pen)
-        cairo_line_to(cr, px, py);
-      else
-        cairo_move_to(cr, px, py);
-      pen = true;
-    }
-    cairo_stroke(cr);
-    for (const auto& p : pts)
-      if (std::isfinite(p.first)) marker(cr, p.first, p.second, mr, c);
-  };
-  series(err, YE, red, L.error_points);
-  series(stab, YS, blue, L.stability_points);
+  draw_series(cr, ks, err, X, YE, red, L.error_points);
+  draw_series(cr, ks, stab, X, YS, blue, L.stability_points);
 
   // frame and ticks
   set(cr, black);

@@ -415,58 +415,6 @@ private:
           push(o);
           break;
         }
-        case 't': push(tuple(pop_mark())); break;
-        case ')': push(tuple({})); break;
-        case 0x85:
-        case 0x86:
-        case 0x87: {
-          const int n = op_ - 0x84;
-          std::vector<Obj*> items(static_cast<std::size_t>(n));
-          for (int k = n - 1; k >= 0; --k) items[static_cast<std::size_t>(k)] = pop();
-          push(tuple(std::move(items)));
-          break;
-        }
-        case ']': push(make(Kind::List)); break;
-        case 'l': {
-          Obj* l = make(Kind::List);
-          l->items = pop_mark();
-          push(l);
-          break;
-        }
-        case 'a': {
-          Obj* v = pop();
-          expect(top(), Kind::List, "the APPEND target")->items.push_back(v);
-          break;
-        }
-        case 'e': {
-          auto items = pop_mark();
-          auto& dst = expect(top(), Kind::List, "the APPENDS target")->items;
-          dst.insert(dst.end(), items.begin(), items.end());
-          break;
-        }
-        case '}': push(make(Kind::Dict)); break;
-        case 'd': {
-          Obj* d = make(Kind::Dict);
-          d->items = pop_mark();
-          if (d->items.size() % 2) fail("DICT with an odd number of items");
-          push(d);
-          break;
-        }
-        case 's': {
-          Obj* v = pop();
-          Obj* k = pop();
-          auto& dst = expect(top(), Kind::Dict, "the SETITEM target")->items;
-          dst.push_back(k);
-          dst.push_back(v);
-          break;
-        }
-        case 'u': {
-          auto items = pop_mark();
-          if (items.size() % 2) fail("SETITEMS with an odd number of items");
-          auto& dst = expect(top(), Kind::Dict, "the SETITEMS target")->items;
-          dst.insert(dst.end(), items.begin(), items.end());
-          break;
-        }
         case 'q': memo_[uint_le(1)] = top(); break;
         case 'r': memo_[uint_le(4)] = top(); break;
         case 0x94: {  // MEMOIZE
@@ -494,9 +442,70 @@ private:
           build(top(), state);
           break;
         }
-        default: fail("unsupported opcode ", describe_opcode(op_));
+        default:
+          if (!container_op()) fail("unsupported opcode ", describe_opcode(op_));
       }
     }
+  }
+
+  /// The opcodes that build tuples, lists and dicts: false for any other opcode.
+  bool container_op() {
+    switch (op_) {
+      case 't': push(tuple(pop_mark())); break;
+      case ')': push(tuple({})); break;
+      case 0x85:
+      case 0x86:
+      case 0x87: {
+        const int n = op_ - 0x84;
+        std::vector<Obj*> items(static_cast<std::size_t>(n));
+        for (int k = n - 1; k >= 0; --k) items[static_cast<std::size_t>(k)] = pop();
+        push(tuple(std::move(items)));
+        break;
+      }
+      case ']': push(make(Kind::List)); break;
+      case 'l': {
+        Obj* l = make(Kind::List);
+        l->items = pop_mark();
+        push(l);
+        break;
+      }
+      case 'a': {
+        Obj* v = pop();
+        expect(top(), Kind::List, "the APPEND target")->items.push_back(v);
+        break;
+      }
+      case 'e': {
+        auto items = pop_mark();
+        auto& dst = expect(top(), Kind::List, "the APPENDS target")->items;
+        dst.insert(dst.end(), items.begin(), items.end());
+        break;
+      }
+      case '}': push(make(Kind::Dict)); break;
+      case 'd': {
+        Obj* d = make(Kind::Dict);
+        d->items = pop_mark();
+        if (d->items.size() % 2) fail("DICT with an odd number of items");
+        push(d);
+        break;
+      }
+      case 's': {
+        Obj* v = pop();
+        Obj* k = pop();
+        auto& dst = expect(top(), Kind::Dict, "the SETITEM target")->items;
+        dst.push_back(k);
+        dst.push_back(v);
+        break;
+      }
+      case 'u': {
+        auto items = pop_mark();
+        if (items.size() % 2) fail("SETITEMS with an odd number of items");
+        auto& dst = expect(top(), Kind::Dict, "the SETITEMS target")->items;
+        dst.insert(dst.end(), items.begin(), items.end());
+        break;
+      }
+      default: return false;
+    }
+    return true;
   }
 
   void push_text(Kind kind, std::uint64_t n) {
