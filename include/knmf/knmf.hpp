@@ -6,7 +6,7 @@
 /// Two groups are conditional or left out: the MPI parts (mpi/) are included when knmf was
 /// built with MPI (KNMF_HAVE_MPI, config.hpp), as they are installed only then; and
 /// consensus/plot.hpp, whose figures are the separate `knmf_plot` library of the driver (for
-/// cairo), not part of libknmf.
+/// cairo), not part of libknmf and not installed.
 
 #include "knmf/config.hpp"
 #include "knmf/version.hpp"

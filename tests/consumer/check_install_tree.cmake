@@ -17,9 +17,11 @@ foreach(f IN LISTS installed)
     string(APPEND problems "\n  ${f}: an internal header (detail/) is installed")
   endif()
 endforeach()
-# internal headers that were installed once (src/matrix, src/prepare, drivers/ now)
+# internal headers that were installed once (src/matrix, src/prepare, drivers/ now), and the
+# header of the driver's knmf_plot library, which is not installed
 foreach(f IN ITEMS knmf/matrix/detail/block_csc.hpp knmf/prepare/detail/sim_random.hpp
-                   knmf/io/hdf5_library.hpp knmf/matrix/block_csc.hpp knmf/prepare/sim_random.hpp)
+                   knmf/io/hdf5_library.hpp knmf/matrix/block_csc.hpp knmf/prepare/sim_random.hpp
+                   knmf/consensus/plot.hpp)
   if(EXISTS "${PREFIX}/include/${f}")
     string(APPEND problems "\n  ${f}: an internal header is installed")
   endif()

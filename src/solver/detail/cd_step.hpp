@@ -8,7 +8,8 @@
 ///   pg   = grad, or min(grad, 0) where w == 0             (the projected gradient)
 ///   new w = max(0, w - grad / Gl(t, t)), only where Gl(t, t) != 0.
 /// V is double or, in the host sweep's lanes, a GCC vector of doubles (the comparisons and
-/// selections below are then per lane, with the same operations in the same order).
+/// selections below are then per lane, with the same operations in the same order; passed by
+/// reference: GCC notes an ABI change for 64-byte vectors passed by value, -Wpsabi).
 
 #include <Kokkos_Macros.hpp>
 
@@ -31,7 +32,7 @@ struct CdStep {
 };
 
 template <class V>
-KOKKOS_INLINE_FUNCTION CdStep<V> cd_step(V w, V grad, double hess) {
+KOKKOS_INLINE_FUNCTION CdStep<V> cd_step(const V& w, const V& grad, double hess) {
   const V zero = V{};
   const V neg = grad < zero ? grad : zero;
   const V pg = w == zero ? neg : grad;
