@@ -233,7 +233,7 @@ private:
       } else if (st.MPI_TAG == kResult) {
         const auto m = recv_vector<std::vector<double>>(comm_, st.MPI_SOURCE, kResult, MPI_DOUBLE);
         auto r = unpack_result(m);
-        store_->store(r, /*write_files=*/false);  // native: the results file; cNMF: the log
+        store_->store_received(r);  // native: the results file; cNMF: the log (no spectra file)
         record(r);
       } else if (st.MPI_TAG == kDone) {
         MPI_Recv(nullptr, 0, MPI_BYTE, st.MPI_SOURCE, kDone, comm_, MPI_STATUS_IGNORE);

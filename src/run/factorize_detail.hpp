@@ -55,6 +55,7 @@
 #include "knmf/run/memory.hpp"
 #include "knmf/solver/nmf.hpp"
 #include "progress.hpp"
+#include "result_sinks.hpp"
 
 namespace knmf::detail {
 
@@ -188,43 +189,8 @@ auto sparse_values(const XMat& X) -> decltype(X.local(), std::int64_t()) {
   return sparse_values(X.local());
 }
 
-// ----------------------------------------------------------- results and the job channel
-
-/// Stores finished replicates: a cNMF spectra file, or the results file (committed every
-/// batch's worth of replicates or 30 s), plus the --log-json line.
-class ResultStore {
-public:
-  ResultStore(const FactorizeConfig& c, RunPlan& plan, std::vector<std::string> genes);
-  /// The first write of a run, once X is read and valid: open_results(plan) with X's content
-  /// fingerprint (io/fingerprint.hpp; "" when unknown), and the --log-json file.
-  void open(const std::string& x_fingerprint);
-  /// open_results(plan) alone (a run with nothing to run), with X's fingerprint when known
-  /// (x_fingerprint_of: a complete results file is still checked against X's content).
-  void open_results_only(const std::string& x_fingerprint = "");
-  void begin_k(int R) { commit_every_ = R; }
-  /// `write_files`: write the cNMF spectra file here (false when another process does).
-  void store(const ReplicateResult& r, bool write_files = true);
-  void end_k();
-  /// Marks the results file complete when nothing is pending and nothing failed; true if so.
-  bool finish();
-  /// The failed (non_finite) replicates stored by this run and, native mode, those the
-  /// results file already recorded when opened: sum.jobs_failed and sum.failure. `x_max`:
-  /// X's largest value (0 when X was not read), X n x g.
-  void report_failures(FactorizeSummary& sum, const FactorizeConfig& c, double x_max,
-                       std::int64_t n, std::int64_t g) const;
-
-private:
-  RunPlan& plan_;
-  std::vector<std::string> genes_;
-  std::string log_json_;
-  std::ofstream json_;
-  int commit_every_ = 1, uncommitted_ = 0;
-  std::chrono::steady_clock::time_point last_commit_;
-  struct KOutcome {
-    std::int64_t ran = 0, failed = 0, failed_before = 0;  ///< this run's; recorded before
-  };
-  std::map<int, KOutcome> outcomes_;  ///< by k
-};
+// ------------------------------------------------------------------------ the job channel
+// (where results go: result_sinks.hpp)
 
 /// How this process gets its jobs and reports its results.
 class JobChannel {
