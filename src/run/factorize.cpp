@@ -238,7 +238,7 @@ std::string x_fingerprint_of(const io::H5adReader& reader) {
   return fp.text(n, g);
 }
 
-LocalChannel::LocalChannel(const std::vector<Job>& jobs, ResultStore& store, Progress& progress)
+LocalChannel::LocalChannel(const std::vector<Job>& jobs, ResultStore& store, ProgressHook& progress)
     : store_(store), progress_(progress) {
   for (const auto& j : jobs) by_k_[j.k].push_back(j);
 }

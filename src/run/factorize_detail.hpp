@@ -217,7 +217,7 @@ public:
 /// The single-process channel: a queue per k, results stored here.
 class LocalChannel : public JobChannel {
 public:
-  LocalChannel(const std::vector<Job>& jobs, ResultStore& store, Progress& progress);
+  LocalChannel(const std::vector<Job>& jobs, ResultStore& store, ProgressHook& progress);
   std::vector<int> ks() const override;
   int max_jobs(int k) const override;
   std::optional<Job> next(int k) override;
@@ -230,7 +230,7 @@ private:
   std::map<int, std::vector<Job>> by_k_;
   std::map<int, size_t> next_;
   ResultStore& store_;
-  Progress& progress_;
+  ProgressHook& progress_;
   std::int64_t done_ = 0;
 };
 
@@ -242,7 +242,7 @@ struct RunContext {
   RunPlan& plan;
   const io::H5adReader& reader;
   ResultStore& store;
-  Progress& progress;
+  ProgressHook& progress;
   std::int64_t budget;
   std::ostream& log;
 };
@@ -285,9 +285,9 @@ void log_summary(const FactorizeConfig& c, const FactorizeSummary& sum, int rank
 /// Every k of the channel through the batched solver on X.
 template <class XMat>
 FactorizeSummary run_jobs(const FactorizeConfig& c, const RunPlan& plan, JobChannel& channel,
-                          ResultStore* store, const XMat& X, std::int64_t budget,
-                          std::int64_t bytes_x, std::chrono::steady_clock::time_point t0,
-                          std::ostream& log) {
+                          ResultStore* store, const ProgressHook& progress, const XMat& X,
+                          std::int64_t budget, std::int64_t bytes_x,
+                          std::chrono::steady_clock::time_point t0, std::ostream& log) {
   using T = typename XMat::value_type;
   const int s = int(sizeof(T));
   ExecSpace space;
@@ -319,15 +319,12 @@ FactorizeSummary run_jobs(const FactorizeConfig& c, const RunPlan& plan, JobChan
     };
     auto on_iteration = [&](int running) {
       peak = std::max(peak, used_device_bytes() - used0);
-      channel.tick(k, running);
-      if (!c.on_progress) return true;
-      const RunProgress p{k, sum.jobs_run, std::int64_t(plan.jobs.size()), running,
-                          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()};
-      sum.cancelled = sum.cancelled || !c.on_progress(p);
-      return !sum.cancelled;
+      channel.tick(k, running);  // the progress hook, on the process that has one
+      return !progress.cancelled();
     };
     factorize(space, X, k, src, bp.R, plan.solver, on_result, on_iteration);
     channel.end_k(k);
+    sum.cancelled = progress.cancelled();
     if (sum.cancelled) break;
   }
   channel.drain();
@@ -386,7 +383,7 @@ FactorizeSummary run_factorize_with(const FactorizeConfig& c, Parts& parts, std:
   }
   // Nothing is written before X is read and valid (run_on_x loads and checks it; under MPI
   // every rank's part): the results file and the --log-json file are made by store.open().
-  Progress progress(std::int64_t(plan.jobs.size()), c.progress_seconds, c.quiet, log);
+  ProgressHook progress(c.on_progress, std::int64_t(plan.jobs.size()), t0);
   int k_max = 1;
   for (const auto& j : plan.jobs) k_max = std::max(k_max, j.k);
   const Placement where = parts.place(c, *reader, k_max, s, budget);
@@ -401,7 +398,7 @@ FactorizeSummary run_factorize_with(const FactorizeConfig& c, Parts& parts, std:
         // X as read (under MPI the whole X: DistributedMatrix merges the ranks' blocks)
         store.open(X.fingerprint().text(info.n_obs, info.n_vars));
         if (plan.results) log_warnings(*plan.results, log);
-        return run_jobs(c, plan, channel, &store, X, budget, bytes_x, t0, log);
+        return run_jobs(c, plan, channel, &store, progress, X, budget, bytes_x, t0, log);
       });
   parts.reduce(sum);
   store.report_failures(sum, c, x_max, info.n_obs, info.n_vars);
