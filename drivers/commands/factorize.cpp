@@ -16,6 +16,7 @@
 #include "knmf/core/options.hpp"
 #include "knmf/run/factorize.hpp"
 #include "options.hpp"
+#include "progress_line.hpp"
 
 namespace knmf::cli {
 namespace {
@@ -99,10 +100,18 @@ public:
         if (sub_->count(opt) > 0)
           input_error(opt, " cannot be used in cNMF mode: the jobs come from ", c_.name,
                       ".nmf_params.df.npz (or use native mode)");
+    // the progress line, printed by the run's progress hook (under MPI: on rank 0)
+    ProgressLine line(c_.progress_seconds, c_.quiet, std::cerr);
 #if KNMF_HAVE_MPI
     dist_.mode = parse_distribution(distribute_);
-    if (world_size() > 1 || sub_->count("--distribute") > 0 || dist_.static_split)
+    if (world_size() > 1 || sub_->count("--distribute") > 0 || dist_.static_split) {
+      // an MPI run cannot be stopped by the hook: Ctrl-C ends it as mpiexec does
+      c_.on_progress = [&line](const RunProgress& p) {
+        line.update(p);
+        return true;
+      };
       return exit_code(mpi::run_factorize(c_, dist_, MPI_COMM_WORLD, std::cerr));
+    }
 #endif
     // Ctrl-C stops the run at the next iteration with its finished replicates committed (the
     // progress hook); a second Ctrl-C kills it at once (SA_RESETHAND)
@@ -111,7 +120,10 @@ public:
     stop.sa_flags = SA_RESETHAND;
     sigemptyset(&stop.sa_mask);
     sigaction(SIGINT, &stop, &previous);
-    c_.on_progress = [](const RunProgress&) { return interrupted == 0; };
+    c_.on_progress = [&line](const RunProgress& p) {
+      line.update(p);
+      return interrupted == 0;
+    };
     const FactorizeSummary sum = run_factorize(c_, std::cerr);
     sigaction(SIGINT, &previous, nullptr);
     if (sum.cancelled) {

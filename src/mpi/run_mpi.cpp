@@ -28,7 +28,7 @@ namespace {
 
 using detail::JobChannel;
 using detail::Placement;
-using detail::Progress;
+using detail::ProgressHook;
 using detail::ResultStore;
 using detail::RunContext;
 using detail::RunPlan;
@@ -121,7 +121,7 @@ void bcast_string(MPI_Comm comm, std::string& s, int root = kRoot) {
 class JobsChannel : public JobChannel {
 public:
   JobsChannel(MPI_Comm comm, const std::vector<Job>& jobs, bool static_split, bool native,
-              ResultStore* store, Progress* progress)
+              ResultStore* store, ProgressHook* progress)
       : comm_(comm), static_(static_split), native_(native), store_(store), progress_(progress) {
     MPI_Comm_rank(comm, &rank_);
     MPI_Comm_size(comm, &size_);
@@ -233,7 +233,7 @@ private:
       } else if (st.MPI_TAG == kResult) {
         const auto m = recv_vector<std::vector<double>>(comm_, st.MPI_SOURCE, kResult, MPI_DOUBLE);
         auto r = unpack_result(m);
-        store_->store(r, /*write_files=*/false);  // native: the results file; cNMF: the log
+        store_->store_received(r);  // native: the results file; cNMF: the log (no spectra file)
         record(r);
       } else if (st.MPI_TAG == kDone) {
         MPI_Recv(nullptr, 0, MPI_BYTE, st.MPI_SOURCE, kDone, comm_, MPI_STATUS_IGNORE);
@@ -248,7 +248,7 @@ private:
   int rank_ = 0, size_ = 1;
   bool static_, native_;
   ResultStore* store_;
-  Progress* progress_;
+  ProgressHook* progress_;
   std::map<int, int> ks_all_;
   std::map<int, std::deque<Job>> queue_, local_;
   std::map<int, bool> exhausted_;
@@ -260,7 +260,7 @@ private:
 class RowsChannel : public JobChannel {
 public:
   RowsChannel(MPI_Comm comm, const std::vector<Job>& jobs, std::int64_t n_local, ResultStore* store,
-              Progress* progress)
+              ProgressHook* progress)
       : comm_(comm), n_local_(n_local), store_(store), progress_(progress) {
     MPI_Comm_rank(comm, &rank_);
     MPI_Comm_size(comm, &size_);
@@ -324,7 +324,7 @@ private:
   int rank_ = 0, size_ = 1;
   std::int64_t n_local_;
   ResultStore* store_;
-  Progress* progress_;
+  ProgressHook* progress_;
   std::map<int, std::deque<Job>> by_k_;
   bool gather_w_ = false;
   std::int64_t n_global_ = 0;
@@ -526,12 +526,20 @@ FactorizeSummary run_factorize(const FactorizeConfig& config, const DistributeOp
   int rank = 0;
   MPI_Comm_rank(comm, &rank);
   config.validate();  // every rank meets the same: the caller reports it once, as without MPI
-  // a rank that stopped alone would leave the others in a collective: no hook under MPI
-  KNMF_ASSERT(!config.on_progress, "FactorizeConfig::on_progress is for one process, not an MPI run");
   FactorizeConfig c = config;
-  if (rank != kRoot) {  // only rank 0 prints and writes the JSON log
+  if (rank != kRoot) {  // only rank 0 prints, writes the JSON log and calls the progress hook
     c.quiet = true;
     c.log_json.clear();
+    c.on_progress = nullptr;
+  } else if (c.on_progress) {
+    // a rank that stopped alone would leave the others in a collective: the hook cannot stop
+    // an MPI run
+    c.on_progress = [hook = config.on_progress](const RunProgress& p) {
+      const bool go_on = hook(p);
+      KNMF_ASSERT(go_on || p.event != RunProgress::Event::iteration,
+                  "FactorizeConfig::on_progress returned false in an MPI run, which it cannot stop");
+      return true;
+    };
   }
   MpiParts parts(comm, dist);
   try {

@@ -16,8 +16,6 @@
 #include <set>
 #include <sstream>
 
-#include <nlohmann/json.hpp>
-
 #include "factorize_detail.hpp"
 #include "knmf/io/atomic_file.hpp"
 #include "knmf/core/error.hpp"
@@ -206,10 +204,6 @@ void log_warnings(const results::ResultsWriter& w, std::ostream& log) {
   for (const auto& line : w.warnings()) log << "knmf: warning: " << line << "\n";
 }
 
-ResultStore::ResultStore(const FactorizeConfig& c, RunPlan& plan, std::vector<std::string> genes)
-    : plan_(plan), genes_(std::move(genes)), log_json_(c.log_json),
-      last_commit_(std::chrono::steady_clock::now()) {}
-
 std::string full_disk_note(const FactorizeConfig& c, const InputError& e) {
   if (c.cnmf_mode() || c.results.empty() || e.system_errno() != ENOSPC) return {};
   std::error_code ec;
@@ -244,128 +238,7 @@ std::string x_fingerprint_of(const io::H5adReader& reader) {
   return fp.text(n, g);
 }
 
-void ResultStore::open_results_only(const std::string& x_fingerprint) {
-  if (plan_.results_info && !plan_.results && !x_fingerprint.empty())
-    plan_.results_info->input_fingerprint = x_fingerprint;
-  if (!open_results(plan_)) return;
-  // replicates an earlier run of this results file stored as failed (not pending: not run
-  // again, and the file is not complete while they are there)
-  for (const Job& j : plan_.results->failed()) ++outcomes_[j.k].failed_before;
-}
-
-void ResultStore::open(const std::string& x_fingerprint) {
-  open_results_only(x_fingerprint);
-  if (!log_json_.empty() && !json_.is_open()) {
-    json_.open(log_json_, std::ios::trunc);
-    if (!json_) input_error("--log-json '", log_json_, "': cannot open for writing");
-  }
-}
-
-void ResultStore::store(const ReplicateResult& r, bool write_files) {
-  // A non_finite replicate is not a factorization: the results file records it as failed
-  // (its status), cNMF mode writes no spectra file for it (cNMF would take it for a
-  // completed replicate), and the run fails (report_failures).
-  const bool failed = r.status == ReplicateStatus::non_finite;
-  auto& o = outcomes_[r.job.k];
-  ++o.ran;
-  if (failed) ++o.failed;
-  if (plan_.results) {
-    plan_.results->write(r);
-    const auto now = std::chrono::steady_clock::now();
-    if (++uncommitted_ >= commit_every_ || now - last_commit_ > std::chrono::seconds(30)) {
-      plan_.results->commit();
-      uncommitted_ = 0;
-      last_commit_ = now;
-    }
-  } else if (write_files && !failed) {
-    io::write_cnmf_spectra(plan_.paths.iter_spectra(r.job.k, r.job.iter), r.H.data(), r.job.k,
-                           r.g, genes_);
-  }
-  if (json_.is_open()) {
-    nlohmann::json j{{"k", r.job.k},
-                     {"iter", r.job.iter},
-                     {"seed", r.job.seed},
-                     {"n_iter", r.n_iter},
-                     {"error_at_init", r.error_at_init},
-                     {"final_error", r.final_error},
-                     {"status", to_string(r.status)},
-                     {"seconds", r.seconds}};
-    json_ << j.dump() << "\n" << std::flush;
-    // a log that stops short on a full disk would say less than the run did
-    if (!json_) {
-      const int err = errno;
-      system_input_error(err, "cannot write ", log_json_);
-    }
-  }
-}
-
-void ResultStore::end_k() {
-  if (plan_.results) {
-    plan_.results->commit();
-    uncommitted_ = 0;
-  }
-}
-
-bool ResultStore::finish() { return plan_.results && plan_.results->finish(); }
-
-void ResultStore::report_failures(FactorizeSummary& sum, const FactorizeConfig& c,
-                                  double x_max, std::int64_t n, std::int64_t g) const {
-  std::int64_t failed = 0, total = 0, before = 0;
-  std::vector<std::string> per_k;
-  for (const auto& [k, o] : outcomes_) {
-    const std::int64_t f = o.failed + o.failed_before;
-    // native mode: the replicates of k in the run; cNMF mode: those this run ran
-    const std::int64_t of = c.cnmf_mode() ? o.ran : std::int64_t(c.n_iter);
-    total += of;
-    if (f == 0) continue;
-    failed += f;
-    before += o.failed_before;
-    per_k.push_back("k = " + std::to_string(k) + ": " + std::to_string(f) + " of " +
-                    std::to_string(of));
-  }
-  sum.jobs_failed = failed;
-  sum.failure.clear();
-  if (failed == 0) return;
-  std::ostringstream m;
-  if (per_k.size() == 1) {
-    const auto colon = per_k[0].find(':');
-    m << per_k[0].substr(colon + 2) << " replicates (" << per_k[0].substr(0, colon) << ")";
-  } else {
-    m << failed << " of " << total << " replicates (";
-    for (size_t i = 0; i < per_k.size(); ++i) m << (i ? "; " : "") << per_k[i];
-    m << ")";
-  }
-  m << " became non-finite (NaN/Inf in their factors or reconstruction error): they are not "
-       "factorizations";
-  if (c.cnmf_mode())
-    m << ", no spectra file was written for them";
-  else
-    m << ", " << c.results << " is not complete";
-  if (before > 0)
-    m << " (" << before << " recorded by an earlier run, not run again: the same input and "
-         "options give the same result)";
-  const bool fp32 = c.dtype == Dtype::float32;
-  if (x_max > 0) {
-    // the bound of check_float32_scale, here against the range of the compute type
-    const double range = fp32 ? double(std::numeric_limits<float>::max())
-                              : std::numeric_limits<double>::max();
-    const bool beyond = x_max * x_max * double(std::max(n, g)) > range * 0x1p-24;
-    char v[32];
-    std::snprintf(v, sizeof v, "%.3g", x_max);
-    m << "; X's values reach " << v;
-    if (beyond) {
-      m << ", beyond what " << (fp32 ? "float32" : "double") << " arithmetic can hold: "
-        << (fp32 ? "use --dtype double or rescale X" : "rescale X");
-      sum.failure = m.str();
-      return;
-    }
-  }
-  m << (fp32 ? "; check X and the solver options, or use --dtype double"
-             : "; check X and the solver options");
-  sum.failure = m.str();
-}
-
-LocalChannel::LocalChannel(const std::vector<Job>& jobs, ResultStore& store, Progress& progress)
+LocalChannel::LocalChannel(const std::vector<Job>& jobs, ResultStore& store, ProgressHook& progress)
     : store_(store), progress_(progress) {
   for (const auto& j : jobs) by_k_[j.k].push_back(j);
 }

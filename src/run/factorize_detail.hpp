@@ -55,6 +55,7 @@
 #include "knmf/run/memory.hpp"
 #include "knmf/solver/nmf.hpp"
 #include "progress.hpp"
+#include "result_sinks.hpp"
 
 namespace knmf::detail {
 
@@ -188,43 +189,8 @@ auto sparse_values(const XMat& X) -> decltype(X.local(), std::int64_t()) {
   return sparse_values(X.local());
 }
 
-// ----------------------------------------------------------- results and the job channel
-
-/// Stores finished replicates: a cNMF spectra file, or the results file (committed every
-/// batch's worth of replicates or 30 s), plus the --log-json line.
-class ResultStore {
-public:
-  ResultStore(const FactorizeConfig& c, RunPlan& plan, std::vector<std::string> genes);
-  /// The first write of a run, once X is read and valid: open_results(plan) with X's content
-  /// fingerprint (io/fingerprint.hpp; "" when unknown), and the --log-json file.
-  void open(const std::string& x_fingerprint);
-  /// open_results(plan) alone (a run with nothing to run), with X's fingerprint when known
-  /// (x_fingerprint_of: a complete results file is still checked against X's content).
-  void open_results_only(const std::string& x_fingerprint = "");
-  void begin_k(int R) { commit_every_ = R; }
-  /// `write_files`: write the cNMF spectra file here (false when another process does).
-  void store(const ReplicateResult& r, bool write_files = true);
-  void end_k();
-  /// Marks the results file complete when nothing is pending and nothing failed; true if so.
-  bool finish();
-  /// The failed (non_finite) replicates stored by this run and, native mode, those the
-  /// results file already recorded when opened: sum.jobs_failed and sum.failure. `x_max`:
-  /// X's largest value (0 when X was not read), X n x g.
-  void report_failures(FactorizeSummary& sum, const FactorizeConfig& c, double x_max,
-                       std::int64_t n, std::int64_t g) const;
-
-private:
-  RunPlan& plan_;
-  std::vector<std::string> genes_;
-  std::string log_json_;
-  std::ofstream json_;
-  int commit_every_ = 1, uncommitted_ = 0;
-  std::chrono::steady_clock::time_point last_commit_;
-  struct KOutcome {
-    std::int64_t ran = 0, failed = 0, failed_before = 0;  ///< this run's; recorded before
-  };
-  std::map<int, KOutcome> outcomes_;  ///< by k
-};
+// ------------------------------------------------------------------------ the job channel
+// (where results go: result_sinks.hpp)
 
 /// How this process gets its jobs and reports its results.
 class JobChannel {
@@ -251,7 +217,7 @@ public:
 /// The single-process channel: a queue per k, results stored here.
 class LocalChannel : public JobChannel {
 public:
-  LocalChannel(const std::vector<Job>& jobs, ResultStore& store, Progress& progress);
+  LocalChannel(const std::vector<Job>& jobs, ResultStore& store, ProgressHook& progress);
   std::vector<int> ks() const override;
   int max_jobs(int k) const override;
   std::optional<Job> next(int k) override;
@@ -264,7 +230,7 @@ private:
   std::map<int, std::vector<Job>> by_k_;
   std::map<int, size_t> next_;
   ResultStore& store_;
-  Progress& progress_;
+  ProgressHook& progress_;
   std::int64_t done_ = 0;
 };
 
@@ -276,7 +242,7 @@ struct RunContext {
   RunPlan& plan;
   const io::H5adReader& reader;
   ResultStore& store;
-  Progress& progress;
+  ProgressHook& progress;
   std::int64_t budget;
   std::ostream& log;
 };
@@ -319,9 +285,9 @@ void log_summary(const FactorizeConfig& c, const FactorizeSummary& sum, int rank
 /// Every k of the channel through the batched solver on X.
 template <class XMat>
 FactorizeSummary run_jobs(const FactorizeConfig& c, const RunPlan& plan, JobChannel& channel,
-                          ResultStore* store, const XMat& X, std::int64_t budget,
-                          std::int64_t bytes_x, std::chrono::steady_clock::time_point t0,
-                          std::ostream& log) {
+                          ResultStore* store, const ProgressHook& progress, const XMat& X,
+                          std::int64_t budget, std::int64_t bytes_x,
+                          std::chrono::steady_clock::time_point t0, std::ostream& log) {
   using T = typename XMat::value_type;
   const int s = int(sizeof(T));
   ExecSpace space;
@@ -353,15 +319,12 @@ FactorizeSummary run_jobs(const FactorizeConfig& c, const RunPlan& plan, JobChan
     };
     auto on_iteration = [&](int running) {
       peak = std::max(peak, used_device_bytes() - used0);
-      channel.tick(k, running);
-      if (!c.on_progress) return true;
-      const RunProgress p{k, sum.jobs_run, std::int64_t(plan.jobs.size()), running,
-                          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()};
-      sum.cancelled = sum.cancelled || !c.on_progress(p);
-      return !sum.cancelled;
+      channel.tick(k, running);  // the progress hook, on the process that has one
+      return !progress.cancelled();
     };
     factorize(space, X, k, src, bp.R, plan.solver, on_result, on_iteration);
     channel.end_k(k);
+    sum.cancelled = progress.cancelled();
     if (sum.cancelled) break;
   }
   channel.drain();
@@ -420,7 +383,7 @@ FactorizeSummary run_factorize_with(const FactorizeConfig& c, Parts& parts, std:
   }
   // Nothing is written before X is read and valid (run_on_x loads and checks it; under MPI
   // every rank's part): the results file and the --log-json file are made by store.open().
-  Progress progress(std::int64_t(plan.jobs.size()), c.progress_seconds, c.quiet, log);
+  ProgressHook progress(c.on_progress, std::int64_t(plan.jobs.size()), t0);
   int k_max = 1;
   for (const auto& j : plan.jobs) k_max = std::max(k_max, j.k);
   const Placement where = parts.place(c, *reader, k_max, s, budget);
@@ -435,7 +398,7 @@ FactorizeSummary run_factorize_with(const FactorizeConfig& c, Parts& parts, std:
         // X as read (under MPI the whole X: DistributedMatrix merges the ranks' blocks)
         store.open(X.fingerprint().text(info.n_obs, info.n_vars));
         if (plan.results) log_warnings(*plan.results, log);
-        return run_jobs(c, plan, channel, &store, X, budget, bytes_x, t0, log);
+        return run_jobs(c, plan, channel, &store, progress, X, budget, bytes_x, t0, log);
       });
   parts.reduce(sum);
   sum.x_format = where.x.choice;

@@ -1,61 +1,53 @@
 #pragma once
-// Progress lines on the run's log stream for long runs (internal).
+// The run's progress hook, FactorizeConfig::on_progress (internal). The library prints no
+// progress line: the driver's hook does (drivers/progress_line.hpp).
 #include <chrono>
 #include <cstdint>
-#include <cstdio>
-#include <ostream>
-#include <string>
+#include <functional>
 
-#include "knmf/core/format.hpp"
+#include "knmf/run/factorize.hpp"
 
 namespace knmf::detail {
 
-using knmf::format_seconds;
-
-/// One line every `period` seconds (and when a k finishes): k, replicates done / total,
-/// mean iterations, elapsed, rate, ETA.
-class Progress {
+/// Tells the hook where the run stands: after every iteration of a batch (tick) and when a
+/// replicate finishes, on the process that sees every finished replicate (the one process, or
+/// MPI rank 0). Remembers a false from an iteration call (stop the run) for the job loop; a
+/// finished call's is not used (the run stops between iterations: the next call decides).
+class ProgressHook {
 public:
-  Progress(std::int64_t total, double period, bool quiet, std::ostream& out)
-      : total_(total), period_(period), quiet_(quiet), out_(out),
-        start_(std::chrono::steady_clock::now()), last_(start_) {}
+  ProgressHook(std::function<bool(const RunProgress&)> hook, std::int64_t total,
+               std::chrono::steady_clock::time_point t0)
+      : hook_(std::move(hook)), total_(total), t0_(t0) {}
 
+  /// A replicate of k finished after `n_iter` iterations.
   void finished(int k, int n_iter) {
     ++done_;
-    iters_ += n_iter;
-    maybe_print(k, -1, done_ == total_);
+    iterations_ += n_iter;
+    call(k, 0, RunProgress::Event::finished);
   }
-  void tick(int k, int running) { maybe_print(k, running, false); }
+  /// An iteration of the batch of k finished, `running` replicates in it.
+  void tick(int k, int running) { call(k, running, RunProgress::Event::iteration); }
+  /// The hook returned false after an iteration.
+  bool cancelled() const { return cancelled_; }
 
 private:
-  void maybe_print(int k, int running, bool force) {
-    if (quiet_) return;
-    const auto now = std::chrono::steady_clock::now();
-    if (!force && std::chrono::duration<double>(now - last_).count() < period_) return;
-    last_ = now;
-    const double el = std::chrono::duration<double>(now - start_).count();
-    const double rate = done_ > 0 ? double(done_) / el : 0.0;
-    char buf[256];
-    std::snprintf(buf, sizeof buf, "[k=%d] %lld/%lld replicates", k, (long long)done_,
-                  (long long)total_);
-    std::string line = buf;
-    if (running >= 0) line += ", " + std::to_string(running) + " running";
-    if (done_ > 0) {
-      std::snprintf(buf, sizeof buf, ", mean %.0f iterations, %.2f replicates/s",
-                    double(iters_) / double(done_), rate);
-      line += buf;
-    }
-    line += ", elapsed " + format_seconds(el);
-    if (done_ > 0 && done_ < total_)
-      line += ", ETA " + format_seconds(double(total_ - done_) / rate);
-    out_ << line << "\n" << std::flush;
+  void call(int k, int running, RunProgress::Event event) {
+    if (!hook_) return;
+    RunProgress p;
+    p.k = k;
+    p.done = done_;
+    p.total = total_;
+    p.running = running;
+    p.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+    p.iterations = iterations_;
+    p.event = event;
+    if (!hook_(p) && event == RunProgress::Event::iteration) cancelled_ = true;
   }
 
-  std::int64_t total_, done_ = 0, iters_ = 0;
-  double period_;
-  bool quiet_;
-  std::ostream& out_;
-  std::chrono::steady_clock::time_point start_, last_;
+  std::function<bool(const RunProgress&)> hook_;
+  std::int64_t total_, done_ = 0, iterations_ = 0;
+  std::chrono::steady_clock::time_point t0_;
+  bool cancelled_ = false;
 };
 
 }  // namespace knmf::detail

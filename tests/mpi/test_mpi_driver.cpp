@@ -424,6 +424,11 @@ TEST_F(MpiDriver, SummaryAndNothingToDoAreThoseOfOneProcess) {
   EXPECT_EQ(ls.back().rfind("knmf factorize: 2 job(s)" + ranks + " in ", 0), 0u) << r.out;
   EXPECT_NE(ls.back().find(np() > 1 ? ", peak device memory per rank " : ", peak device memory "),
             std::string::npos) << r.out;
+  // the progress line forced by the run's last replicate: once (rank 0's progress hook, which
+  // counts the replicates of every rank), as without MPI
+  std::size_t last_progress = 0;
+  for (const auto& l : ls) last_progress += l.rfind("[k=5] 2/2 replicates, mean ", 0) == 0;
+  EXPECT_EQ(last_progress, 1u) << r.out;
   const auto again = run_lines(mpi(a));
   ASSERT_EQ(again.status, 0) << again.out;
   const auto la = knmf_lines(again.out);

@@ -1,11 +1,15 @@
 // The run's cancellation and progress hook (FactorizeConfig::on_progress): a run stopped by it
 // commits the replicates finished so far, reports `cancelled`, leaves a results file that is
-// not complete, and the same run again resumes from it to the results of a run never stopped.
-// Also what the summary says of X's device format (FactorizeSummary::x_format, `knmf demo`'s
-// step 3).
+// not complete, and the same run again resumes from it to the results of a run never stopped;
+// the hook's calls (an iteration's, a finished replicate's) as the driver's progress line needs
+// them, and no progress line from the library itself. Also what the summary says of X's device
+// format (FactorizeSummary::x_format, `knmf demo`'s step 3).
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <sstream>
+
+#include <nlohmann/json.hpp>
 
 #include "../drivers/driver_fixtures.hpp"
 #include "knmf/results/reader.hpp"
@@ -93,6 +97,64 @@ TEST(RunSummary, NamesTheDeviceFormatOfX) {
   const auto again = run_factorize(small_run(tmp / "x.h5ad", tmp / "auto.h5"), log);
   EXPECT_EQ(again.jobs_run, 0);
   EXPECT_TRUE(again.x_format.reason.empty());
+}
+
+TEST(RunProgressHook, CallsAfterEveryIterationAndForEveryFinishedReplicate) {
+  TempDir tmp("knmf-run-progress");
+  write_small_counts<double>(tmp / "x.h5ad", 50, 12);
+  auto c = small_run(tmp / "x.h5ad", tmp / "r.h5");
+  c.quiet = false;  // the library prints its plan and summary, never a progress line
+  c.log_json = (tmp / "log.json").string();
+  std::vector<RunProgress> seen;
+  c.on_progress = [&](const RunProgress& p) {
+    seen.push_back(p);
+    return true;
+  };
+  std::ostringstream log;
+  const auto sum = run_factorize(c, log);
+  ASSERT_EQ(sum.jobs_run, 6);
+  EXPECT_FALSE(sum.cancelled);
+  EXPECT_EQ(log.str().find("[k="), std::string::npos) << log.str();
+  EXPECT_NE(log.str().find("is complete"), std::string::npos) << log.str();
+
+  // the replicates in the order they were stored (the log), with their iterations
+  std::vector<nlohmann::json> stored;
+  std::ifstream in(tmp / "log.json");
+  for (std::string line; std::getline(in, line);) stored.push_back(nlohmann::json::parse(line));
+  ASSERT_EQ(stored.size(), 6u);
+
+  ASSERT_FALSE(seen.empty());
+  std::int64_t done = 0, iterations = 0;
+  int iteration_calls = 0;
+  for (std::size_t i = 0; i < seen.size(); ++i) {
+    const auto& p = seen[i];
+    EXPECT_EQ(p.total, 6);
+    if (i > 0) {
+      EXPECT_GE(p.seconds, seen[i - 1].seconds);
+      EXPECT_GE(p.k, seen[i - 1].k) << "the k values in order";
+    }
+    if (p.event == RunProgress::Event::iteration) {
+      ++iteration_calls;
+      EXPECT_LE(p.running, 1) << "one replicate per batch";
+      EXPECT_EQ(p.done, done);
+      EXPECT_EQ(p.iterations, iterations);
+      continue;
+    }
+    // a finished replicate: counted, with its iterations, as the store got it
+    ASSERT_LT(done, 6) << "more finished calls than replicates";
+    const auto& r = stored[std::size_t(done)];
+    iterations += r["n_iter"].get<std::int64_t>();
+    ++done;
+    EXPECT_EQ(p.k, r["k"].get<int>());
+    EXPECT_EQ(p.done, done);
+    EXPECT_EQ(p.iterations, iterations);
+    EXPECT_EQ(p.running, 0);
+  }
+  EXPECT_EQ(done, 6);
+  EXPECT_GE(iteration_calls, iterations) << "a call after every iteration";
+  // the last call: the run's last replicate (the driver's line is forced there)
+  EXPECT_EQ(seen.back().event, RunProgress::Event::finished);
+  EXPECT_EQ(seen.back().done, seen.back().total);
 }
 
 }  // namespace

@@ -12,7 +12,8 @@
 /// The run is that of `knmf::run_factorize` (one plan, fit check, result store and summary):
 /// rank 0 plans, checks that the run fits every rank's device (the smallest budget of the
 /// ranks) before the results file exists, and broadcasts the plan. Only rank 0 prints the plan
-/// and progress.
+/// and calls the progress hook (FactorizeConfig::on_progress, for every replicate of the run);
+/// the hook cannot stop an MPI run: its false after an iteration is a LogicError.
 
 #include <mpi.h>
 

@@ -15,13 +15,21 @@
 
 namespace knmf {
 
-/// Where a run stands, as its progress hook sees it between iterations.
+/// Where a run stands, as its progress hook sees it: after every iteration of a batch, and
+/// when a replicate finishes.
 struct RunProgress {
+  /// What the call reports.
+  enum class Event {
+    iteration,  ///< an iteration of the batch of k finished (`running` replicates in it)
+    finished,   ///< a replicate of k finished (`done` and `iterations` count it; `running` 0)
+  };
   int k = 0;                 ///< the k being factorized
   std::int64_t done = 0;     ///< replicates finished in this run so far
   std::int64_t total = 0;    ///< replicates this run computes (skipped ones not counted)
   int running = 0;           ///< replicates in the batch now
   double seconds = 0.0;      ///< since the run started
+  std::int64_t iterations = 0;  ///< iterations of the `done` finished replicates, summed
+  Event event = Event::iteration;
 };
 
 struct FactorizeConfig {
@@ -49,14 +57,20 @@ struct FactorizeConfig {
   std::int64_t device_memory_limit = 0;  ///< --device-memory-limit BYTES (0 = none)
   bool quiet = false;            ///< --quiet
   std::string log_json;          ///< --log-json FILE: one JSON object per finished replicate
-  double progress_seconds = 5.0; ///< progress line period
-  /// The cancellation and progress hook: asked between iterations with where the run stands
-  /// (k, replicates finished of the run's total, replicates running, seconds). Returning false
-  /// stops the run cleanly: replicates finished so far are committed (a native run's results
-  /// file resumes from them; cNMF mode wrote their spectra files), those still running are
-  /// dropped, and the summary says `cancelled`. The driver's Ctrl-C uses it. One process only:
-  /// an MPI run (knmf/mpi/run.hpp) refuses a config that sets it (ranks stop together or not
-  /// at all).
+  double progress_seconds = 5.0; ///< the driver's progress line period (on_progress)
+  /// The progress and cancellation hook: called after every iteration of a batch and when a
+  /// replicate finishes (RunProgress::Event), with where the run stands (k, replicates
+  /// finished of the run's total and their iterations, replicates running, seconds). The
+  /// library prints no progress line: the driver's hook does (k, done/total, mean
+  /// iterations, rate, ETA every progress_seconds, and when the last replicate finishes).
+  /// Returning false from an `iteration` call stops the run cleanly there (a `finished`
+  /// call's return is not used: the next iteration's call decides): replicates
+  /// finished so far are committed (a native run's results file resumes from them; cNMF mode
+  /// wrote their spectra files), those still running are dropped, and the summary says
+  /// `cancelled`. The driver's Ctrl-C uses it. An MPI run (knmf/mpi/run.hpp) calls it on
+  /// rank 0 only, for every replicate of the run, and cannot be stopped by it (ranks stop
+  /// together or not at all): a hook that returns false there is a LogicError (rank 0 reports
+  /// it and the run aborts).
   std::function<bool(const RunProgress&)> on_progress;
 
   bool cnmf_mode() const { return !output_dir.empty() || !name.empty(); }
@@ -100,9 +114,9 @@ struct FactorizeSummary {
   bool x_streamed = false;
 };
 
-/// Run `knmf factorize`. Progress and the plan go to `log` (stderr in the driver). A run in
-/// which replicates failed returns normally with `jobs_failed` and `failure` set (the driver
-/// exits 1 with that line): check them.
+/// Run `knmf factorize`. The plan and the summary go to `log` (stderr in the driver), progress
+/// to `config.on_progress`. A run in which replicates failed returns normally with
+/// `jobs_failed` and `failure` set (the driver exits 1 with that line): check them.
 FactorizeSummary run_factorize(const FactorizeConfig& config, std::ostream& log);
 
 }  // namespace knmf
