@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -19,6 +20,7 @@
 #include "knmf/consensus/consensus.hpp"
 #include "knmf/consensus/native_mode.hpp"
 #include "knmf/core/error.hpp"
+#include "knmf/core/format.hpp"
 #include "knmf/core/runtime.hpp"
 #include "knmf/io/h5ad.hpp"
 #include "knmf/prepare/evaluate.hpp"
@@ -112,7 +114,13 @@ public:
     true_k_ = sim_.n_programs + sim_.n_activity;
     if (ks_.empty()) ks_ = {std::max(1, true_k_ - 1), true_k_, true_k_ + 1};
     opt_.solver = parse_solver(solver_, "--solver");
-    if (n_iter_ < 2) input_error("--n-iter ", n_iter_, " is invalid: the consensus needs >= 2 replicates");
+    // the consensus' local density needs int(local_neighborhood_size x replicates) >= 1
+    // neighbours (cNMF's rule; 4 replicates at its default 0.30)
+    const double lns = consensus::ConsensusOptions{}.local_neighborhood_size;
+    if (n_iter_ < 2 || consensus::neighbor_count(lns, size_type(n_iter_), 1) < 1)
+      input_error("--n-iter ", n_iter_, " is invalid: the consensus needs at least one neighbour per "
+                  "spectrum, int(", format_double(lns), " x replicates) >= 1, so >= ",
+                  int(std::ceil(1.0 / lns)), " replicates");
     std::printf("knmf demo on %s (%s)\n", default_execution_space().c_str(),
                 device_description().c_str());
     const WorkDir dir(out_);

@@ -1087,6 +1087,9 @@ def family_options(ctx):
     yield ocase("n_iter_zero", nat + ["-k", "2", "--n-iter", "0"], ["--n-iter", "0"])
     yield ocase("n_iter_negative", nat + ["-k", "2", "--n-iter", "-1"], ["--n-iter", "-1"])
     yield ocase("n_iter_text", nat + ["-k", "2", "--n-iter", "many"], ["many"], rc=2)
+    # the demo's consensus needs int(0.30 x replicates) >= 1 neighbours: 3 replicates are refused
+    # before anything is simulated (they used to fail at the consensus, after the factorize)
+    yield ocase("demo_n_iter_three", ["demo", "--n-iter", "3"], ["--n-iter", "3", ">= 4 replicates"])
     yield ocase("seed_negative", nat_k + ["--seed", "-1"], ["--seed", "-1"])
     yield ocase("dtype_half", nat_k + ["--dtype", "half"], ["--dtype", "half"])
     yield ocase("dtype_empty", nat_k + ["--dtype", ""], ["--dtype"])
