@@ -2,7 +2,8 @@
 # Same-session A/B of two builds of knmf (e.g. before and after a restructuring): RESULTS
 # section 1 (one iteration, knmf_bench_solver) and section 3 (cNMF's pbmcA run end to end,
 # cNMF mode), the two builds alternated run by run so that the drift of a shared machine hits
-# both alike. Prints medians, spreads ((max - min) / median) and the ratio B/A; raw figures to perf/results/ab_<tag>.txt.
+# both alike. Prints medians, spreads ((max - min) / median), the ratio B/A and the median of
+# the rounds' own B/A (paired); raw figures to perf/results/ab_<tag>.txt.
 #
 #   perf/ab.sh BUILD_A BUILD_B [TAG]      (builds configured with -DKNMF_ENABLE_PERF=ON)
 #
@@ -56,11 +57,16 @@ for line in open(sys.argv[1]):
     f = line.split()
     if f[0] == "iter": rows[f[3]][f[1]].append(float(f[4]))
     else: rows["pbmcA end to end (s)"][f[1]].append(float(f[4]))
-# spread: (max - min) / median of each side's runs, the noise a difference must beat
-print(f"{'case':60s} {'A median':>10s} {'A spread':>9s} {'B median':>10s} {'B spread':>9s} {'B/A':>6s}")
+# spread: (max - min) / median of each side's runs, the noise a difference must beat;
+# paired: the median of each round's B/A (A and B of a round ran back to back, so the drift of
+# a shared machine over the rounds cancels in it), with its range over the rounds
+print(f"{'case':60s} {'A median':>10s} {'A spread':>9s} {'B median':>10s} {'B spread':>9s} {'B/A':>6s}"
+      f" {'paired':>7s} {'paired range':>13s}")
 for case, v in rows.items():
     a, b = statistics.median(v["A"]), statistics.median(v["B"])
     sa = (max(v["A"]) - min(v["A"])) / a
     sb = (max(v["B"]) - min(v["B"])) / b
-    print(f"{case:60s} {a:10.4g} {sa:9.3f} {b:10.4g} {sb:9.3f} {b / a:6.3f}")
+    pr = [y / x for x, y in zip(v["A"], v["B"])]
+    print(f"{case:60s} {a:10.4g} {sa:9.3f} {b:10.4g} {sb:9.3f} {b / a:6.3f}"
+          f" {statistics.median(pr):7.3f} {min(pr):6.3f}-{max(pr):6.3f}")
 EOF
