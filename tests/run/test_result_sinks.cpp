@@ -35,16 +35,25 @@ std::size_t lines_of(const fs::path& p) {
   return n;
 }
 
-TEST(ResultSinks, CnmfModeWritesSpectraOnlyForItsOwnFinishedReplicates) {
-  test::TempDir tmp("knmf-result-sinks");
+/// A cNMF-mode run's configuration (with a --log-json file) and plan in a fresh folder.
+struct CnmfRun {
+  explicit CnmfRun(const char* name) : tmp(name) {
+    c.output_dir = tmp.path().string();
+    c.name = "run";
+    c.log_json = (tmp.path() / "log.json").string();
+    plan.paths = io::CnmfPaths(c.output_dir, c.name);
+  }
+  test::TempDir tmp;
   FactorizeConfig c;
-  c.output_dir = tmp.path().string();
-  c.name = "run";
-  c.log_json = (tmp.path() / "log.json").string();
   detail::RunPlan plan;
-  plan.paths = io::CnmfPaths(c.output_dir, c.name);
+};
+
+TEST(ResultSinks, CnmfModeWritesSpectraOnlyForItsOwnFinishedReplicates) {
+  CnmfRun run("knmf-result-sinks");
+  const FactorizeConfig& c = run.c;
+  const detail::RunPlan& plan = run.plan;
   fs::create_directories(plan.paths.tmp_dir());
-  detail::ResultStore store(c, plan, {"g0", "g1", "g2"});
+  detail::ResultStore store(c, run.plan, {"g0", "g1", "g2"});
   store.open("");
   store.begin_k(2);
   store.store(replicate(2, 0, 3, ReplicateStatus::converged));
@@ -65,18 +74,12 @@ TEST(ResultSinks, CnmfModeWritesSpectraOnlyForItsOwnFinishedReplicates) {
 }
 
 TEST(ResultSinks, NoLogFileForARunThatComputesNothing) {
-  test::TempDir tmp("knmf-result-sinks-empty");
-  FactorizeConfig c;
-  c.output_dir = tmp.path().string();
-  c.name = "run";
-  c.log_json = (tmp.path() / "log.json").string();
-  detail::RunPlan plan;
-  plan.paths = io::CnmfPaths(c.output_dir, c.name);
-  detail::ResultStore store(c, plan, {});
+  CnmfRun run("knmf-result-sinks-empty");
+  detail::ResultStore store(run.c, run.plan, {});
   store.open_results_only();
-  EXPECT_FALSE(fs::exists(c.log_json));
+  EXPECT_FALSE(fs::exists(run.c.log_json));
   store.open("");
-  EXPECT_TRUE(fs::exists(c.log_json));
+  EXPECT_TRUE(fs::exists(run.c.log_json));
 }
 
 }  // namespace

@@ -126,16 +126,15 @@ public:
   /// P is scratch until the first iteration.
   static Matrix<T>& pack_buffer(SlotBatch<T>& b) { return b.P; }
 
-  /// One iteration of W, then H (the rule's factorize_step); the iteration leaves Q and GW of
-  /// the current W. The active list goes to the step only where the rule needs it.
+  /// One iteration of W, then H (the rule's factorize_step). The active list goes to the
+  /// step only where the rule needs it: the beta passes and the accelerated sweeps. A
+  /// Frobenius iteration counts two sweeps per slot and leaves Q and GW of the current W.
   template <class Rule>
   StepOutputs step(BatchContext<T>& c, const SlotMask& act, const std::vector<int>& active) {
     StepOutputs out;
-    if constexpr (is_beta_rule<Rule>) {
-      Rule::factorize_step(c.step(act, active), out);
-    } else {
-      const bool repeats = c.sweeps_W > 1 || c.sweeps_H > 1;
-      Rule::factorize_step(c.step(act, repeats ? active : std::vector<int>{}), out);
+    const bool list = is_beta_rule<Rule> || c.sweeps_W > 1 || c.sweeps_H > 1;
+    Rule::factorize_step(c.step(act, list ? active : std::vector<int>{}), out);
+    if constexpr (!is_beta_rule<Rule>) {
       out.sweeps = 2;
       c.q_current = true;
     }
