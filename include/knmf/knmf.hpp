@@ -75,6 +75,7 @@
 #include "knmf/consensus/clustering.hpp"
 #include "knmf/consensus/cnmf_mode.hpp"
 #include "knmf/consensus/consensus.hpp"
+#include "knmf/consensus/cross_validation.hpp"
 #include "knmf/consensus/native_mode.hpp"
 #include "knmf/consensus/options.hpp"
 #include "knmf/consensus/refit.hpp"

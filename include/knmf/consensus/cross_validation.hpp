@@ -1,0 +1,84 @@
+#pragma once
+/// \file
+/// Choosing k by prediction: bi-cross-validation of the NMF (Owen, A. B. and Perry, P. O.,
+/// "Bi-cross-validation of the SVD and the nonnegative matrix factorization", Annals of
+/// Applied Statistics 3(2), 2009).
+///
+/// The cells are split into `cell_folds` groups and the genes into `gene_folds` groups (seeded
+/// random partitions into groups whose sizes differ by at most one). For each held-out block
+/// (I, J) and each k:
+///   D = X[-I, -J]  is factorized at rank k:        D ~ W_D H_D   (the run's solver and options)
+///   W_I            is refit to X[I, -J], H_D fixed  (scikit-learn's update_H=False)
+///   H_J^T          is refit to X[-I, J]^T, W_D^T fixed
+///   X[I, J]        is predicted by W_I H_J,
+/// so X[I, J] never enters a fit. The prediction error of a block is relative: for the
+/// Frobenius loss ||X[I,J] - W_I H_J||^2 / ||X[I,J]||^2; for another beta loss the divergence
+/// D_beta(X[I,J] | W_I H_J) over D_beta(X[I,J] | its mean), the same ratio for a predictor that
+/// knows nothing but the block's mean. Its mean over blocks and replicates has a minimum in k
+/// where the error of the fit to X itself, which falls as k grows, has none.
+
+#include <cstdint>
+#include <vector>
+
+#include "knmf/core/types.hpp"
+#include "knmf/io/h5ad.hpp"
+#include "knmf/solver/options.hpp"
+
+namespace knmf::consensus {
+
+/// The fold grid and its seeds.
+struct CrossValidationOptions {
+  int cell_folds = 2;     ///< p: groups of cells (>= 2)
+  int gene_folds = 2;     ///< q: groups of genes (>= 2)
+  int replicates = 1;     ///< factorizations of each block's D per k (different seeds)
+  std::uint64_t seed = 14;  ///< the partitions' and the replicates' seeds (< 2^32)
+  int batch = 0;          ///< replicates per batch of the solver (0: all of a block's)
+
+  /// Throws InputError naming the option when a value is out of range.
+  void validate() const;
+};
+
+/// The prediction errors of one k.
+struct CrossValidationK {
+  int k = 0;
+  double mean = 0.0;        ///< over every block and replicate
+  double sd = 0.0;          ///< their standard deviation (ddof 1; 0 for one value)
+  double std_error = 0.0;   ///< sd / sqrt(count)
+  std::vector<double> errors;  ///< block by block (cells' fold major), replicates inner
+};
+
+/// The fold of each of `count` items: a permutation of [0, count) from `seed` (Fisher-Yates
+/// over a 64-bit Mersenne Twister, written out so that every platform draws the same), its
+/// position p put in group p * groups / count. Groups differ in size by at most one.
+std::vector<int> fold_assignment(std::int64_t count, int groups, std::uint64_t seed);
+
+/// The folds of the cells (fold_assignment(n, cell_folds, seed)) and of the genes (from a
+/// seed derived from `seed`) that cross_validate and predict_block use.
+struct Folds {
+  std::vector<int> cells, genes;
+};
+Folds cross_validation_folds(std::int64_t n, std::int64_t g, const CrossValidationOptions& cv);
+
+/// The bi-cross-validation of X (cells x genes, host CSR covering rows [0, n)) at each k of
+/// `ks`, with the solver options of the run (opts.return_W is set internally). Sparse X is
+/// never densified: each block's matrices are CSR sub-matrices of X.
+std::vector<CrossValidationK> cross_validate(const ExecSpace& space, const io::CsrBlock<double>& X,
+                                             const std::vector<int>& ks, const SolverOptions& opts,
+                                             const CrossValidationOptions& cv);
+
+/// What one held-out block (a, b) predicts at rank k, one entry per replicate: the usages
+/// W_I (|I| x k, row-major) refit to X[I,-J] and the spectra H_J as their transpose
+/// (|J| x k, row-major) refit to X[-I,J]^T. X[I,J] is never read. The cells and genes of the
+/// block are those of cross_validation_folds' cells == a and genes == b, in their order in X.
+struct BlockPrediction {
+  std::vector<std::vector<double>> usages;
+  std::vector<std::vector<double>> spectra_t;
+};
+BlockPrediction predict_block(const ExecSpace& space, const io::CsrBlock<double>& X, int a, int b,
+                              int k, const SolverOptions& opts, const CrossValidationOptions& cv);
+
+/// The k with the smallest mean prediction error; with `one_std_error`, the smallest k whose
+/// mean is within one standard error of that minimum. 0 for an empty table.
+int choose_k(const std::vector<CrossValidationK>& table, bool one_std_error = false);
+
+}  // namespace knmf::consensus

@@ -1,0 +1,346 @@
+// Bi-cross-validation of the NMF (knmf/consensus/cross_validation.hpp).
+#include "knmf/consensus/cross_validation.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <random>
+#include <string>
+
+#include "knmf/core/error.hpp"
+#include "knmf/matrix/csr_matrix.hpp"
+#include "knmf/solver/nmf.hpp"
+
+namespace knmf::consensus {
+namespace bcv {  // (named: the consensus sources compile as one unity batch)
+
+/// A CSR matrix in host memory, the rows and columns of X a block selects.
+struct HostCsr {
+  size_type rows = 0, cols = 0;
+  std::vector<size_type> offsets{0};
+  std::vector<ordinal_type> index;
+  std::vector<double> values;
+  double norm2 = 0.0;  ///< sum of squared values
+};
+
+/// The positions of the items of fold `f` (in == true) or of every other fold (in == false),
+/// and each item's position in that selection (-1 outside it).
+struct Selection {
+  std::vector<std::int64_t> items;
+  std::vector<std::int64_t> position;
+};
+Selection select(const std::vector<int>& folds, int f, bool in) {
+  Selection s;
+  s.position.assign(folds.size(), -1);
+  for (size_t i = 0; i < folds.size(); ++i)
+    if ((folds[i] == f) == in) {
+      s.position[i] = std::int64_t(s.items.size());
+      s.items.push_back(std::int64_t(i));
+    }
+  return s;
+}
+
+/// X[rows, cols] as CSR; transposed (cols x rows, each row in increasing row order) when
+/// `transpose`.
+HostCsr submatrix(const io::CsrBlock<double>& X, const Selection& rows, const Selection& cols,
+                  bool transpose) {
+  HostCsr m;
+  m.rows = size_type(transpose ? cols.items.size() : rows.items.size());
+  m.cols = size_type(transpose ? rows.items.size() : cols.items.size());
+  if (!transpose) {
+    for (std::int64_t i : rows.items) {
+      for (auto p = X.row_offsets[size_t(i)]; p < X.row_offsets[size_t(i) + 1]; ++p) {
+        const std::int64_t c = cols.position[size_t(X.cols[size_t(p)])];
+        if (c < 0) continue;
+        m.index.push_back(ordinal_type(c));
+        m.values.push_back(X.values[size_t(p)]);
+      }
+      m.offsets.push_back(size_type(m.values.size()));
+    }
+  } else {
+    std::vector<size_type> count(size_t(m.rows) + 1, 0);
+    for (std::int64_t i : rows.items)
+      for (auto p = X.row_offsets[size_t(i)]; p < X.row_offsets[size_t(i) + 1]; ++p) {
+        const std::int64_t c = cols.position[size_t(X.cols[size_t(p)])];
+        if (c >= 0) ++count[size_t(c) + 1];
+      }
+    m.offsets.assign(size_t(m.rows) + 1, 0);
+    for (size_type r = 0; r < m.rows; ++r) m.offsets[size_t(r) + 1] = m.offsets[size_t(r)] + count[size_t(r) + 1];
+    m.index.resize(size_t(m.offsets.back()));
+    m.values.resize(size_t(m.offsets.back()));
+    std::vector<size_type> fill(m.offsets.begin(), m.offsets.end() - 1);
+    for (size_t ri = 0; ri < rows.items.size(); ++ri) {
+      const std::int64_t i = rows.items[ri];
+      for (auto p = X.row_offsets[size_t(i)]; p < X.row_offsets[size_t(i) + 1]; ++p) {
+        const std::int64_t c = cols.position[size_t(X.cols[size_t(p)])];
+        if (c < 0) continue;
+        const size_type at = fill[size_t(c)]++;
+        m.index[size_t(at)] = ordinal_type(ri);
+        m.values[size_t(at)] = X.values[size_t(p)];
+      }
+    }
+  }
+  for (double v : m.values) m.norm2 += v * v;
+  return m;
+}
+
+CsrMatrix<double> to_device(const ExecSpace& space, const HostCsr& m, const std::string& name) {
+  return CsrMatrix<double>::from_host(space, m.rows, m.cols, m.offsets.data(), m.index.data(),
+                                      m.values.data(), name);
+}
+
+/// splitmix64: the replicates' seeds from the run's seed, k, the block and the replicate.
+std::uint64_t mix(std::uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+std::int64_t replicate_seed(std::uint64_t seed, int k, int block, int replicate) {
+  std::uint64_t h = mix(seed);
+  h = mix(h ^ std::uint64_t(k));
+  h = mix(h ^ std::uint64_t(block));
+  h = mix(h ^ std::uint64_t(replicate));
+  return std::int64_t(h & 0xffffffffULL);  // a RandomState seed: [0, 2^32)
+}
+
+/// The beta divergence of one value x from its prediction y (scikit-learn's
+/// _beta_divergence, element by element; y clipped at float32's epsilon as it clips W H).
+double divergence(double x, double y, double beta) {
+  const double eps = double(std::numeric_limits<float>::epsilon());
+  if (beta == 2.0) return 0.5 * (x - y) * (x - y);
+  y = std::max(y, eps);
+  if (beta == 1.0) return (x > 0.0 ? x * std::log(x / y) : 0.0) - x + y;
+  if (beta == 0.0) return x / y - std::log(x / y) - 1.0;
+  return (std::pow(x, beta) + (beta - 1.0) * std::pow(y, beta) - beta * x * std::pow(y, beta - 1.0)) /
+         (beta * (beta - 1.0));
+}
+
+/// The relative prediction error of C (|I| x |J|, CSR) by W_I (|I| x k) H_J (k x |J|, given as
+/// its transpose Ht: |J| x k), both row-major.
+double prediction_error(const HostCsr& C, const std::vector<double>& W, const std::vector<double>& Ht,
+                        int k, double beta) {
+  const size_type ni = C.rows, nj = C.cols;
+  if (beta == 2.0) {
+    // ||C - M||^2 = ||C||^2 - 2 <C, M> + <W^T W, H H^T> (the error identity)
+    double cross = 0.0;
+    for (size_type i = 0; i < ni; ++i)
+      for (auto p = C.offsets[size_t(i)]; p < C.offsets[size_t(i) + 1]; ++p) {
+        double m = 0.0;
+        const size_type j = C.index[size_t(p)];
+        for (int t = 0; t < k; ++t) m += W[size_t(i * k + t)] * Ht[size_t(j * k + t)];
+        cross += C.values[size_t(p)] * m;
+      }
+    std::vector<double> gw(size_t(k * k), 0.0), gh(size_t(k * k), 0.0);
+    for (size_type i = 0; i < ni; ++i)
+      for (int s = 0; s < k; ++s)
+        for (int t = 0; t < k; ++t) gw[size_t(s * k + t)] += W[size_t(i * k + s)] * W[size_t(i * k + t)];
+    for (size_type j = 0; j < nj; ++j)
+      for (int s = 0; s < k; ++s)
+        for (int t = 0; t < k; ++t) gh[size_t(s * k + t)] += Ht[size_t(j * k + s)] * Ht[size_t(j * k + t)];
+    double wh = 0.0;
+    for (size_t e = 0; e < gw.size(); ++e) wh += gw[e] * gh[e];
+    const double sq = std::max(0.0, C.norm2 - 2.0 * cross + wh);
+    return C.norm2 > 0.0 ? sq / C.norm2 : 0.0;
+  }
+  // another loss: every entry of the block, against the block's mean as the baseline
+  double sum = 0.0;
+  for (double v : C.values) sum += v;
+  const double mean = sum / (double(ni) * double(nj));
+  double d = 0.0, d0 = 0.0;
+  std::vector<double> row(static_cast<size_t>(nj));
+  for (size_type i = 0; i < ni; ++i) {
+    std::fill(row.begin(), row.end(), 0.0);
+    for (auto p = C.offsets[size_t(i)]; p < C.offsets[size_t(i) + 1]; ++p)
+      row[size_t(C.index[size_t(p)])] = C.values[size_t(p)];
+    for (size_type j = 0; j < nj; ++j) {
+      double m = 0.0;
+      for (int t = 0; t < k; ++t) m += W[size_t(i * k + t)] * Ht[size_t(j * k + t)];
+      d += divergence(row[size_t(j)], m, beta);
+      d0 += divergence(row[size_t(j)], mean, beta);
+    }
+  }
+  return d0 > 0.0 ? d / d0 : 0.0;
+}
+
+/// The spectra of a factorization of D (k x |-J|, row-major) and its usages transposed
+/// (k x |-I|): the fixed factors of the two refits.
+std::vector<double> transpose(const std::vector<double>& a, size_type rows, int k) {
+  std::vector<double> t(a.size());
+  for (size_type i = 0; i < rows; ++i)
+    for (int s = 0; s < k; ++s) t[size_t(s * rows + i)] = a[size_t(i * k + s)];
+  return t;
+}
+
+}  // namespace bcv
+
+void CrossValidationOptions::validate() const {
+  if (cell_folds < 2)
+    input_error("--cv-cell-folds ", cell_folds, " is invalid: it must be >= 2");
+  if (gene_folds < 2)
+    input_error("--cv-gene-folds ", gene_folds, " is invalid: it must be >= 2");
+  if (replicates < 1)
+    input_error("--cv-replicates ", replicates, " is invalid: it must be >= 1");
+  if (seed >= (std::uint64_t(1) << 32))
+    input_error("--cv-seed ", seed, " is invalid: it must be in [0, 2^32)");
+  if (batch < 0) input_error("--batch ", batch, " is invalid: it must be >= 1 (or 0: automatic)");
+}
+
+std::vector<int> fold_assignment(std::int64_t count, int groups, std::uint64_t seed) {
+  if (groups < 1) input_error("fold_assignment: ", groups, " groups");
+  std::vector<std::int64_t> perm(size_t(std::max<std::int64_t>(count, 0)));
+  for (size_t i = 0; i < perm.size(); ++i) perm[i] = std::int64_t(i);
+  std::mt19937_64 rng(seed);
+  for (std::int64_t i = count - 1; i > 0; --i) {
+    // j uniform in [0, i]: rejection of the top of the 64-bit range (no modulo bias)
+    const std::uint64_t range = std::uint64_t(i) + 1;
+    const std::uint64_t limit = std::numeric_limits<std::uint64_t>::max() -
+                                std::numeric_limits<std::uint64_t>::max() % range;
+    std::uint64_t r;
+    do r = rng();
+    while (r >= limit);
+    std::swap(perm[size_t(i)], perm[size_t(r % range)]);
+  }
+  std::vector<int> fold(perm.size());
+  for (size_t p = 0; p < perm.size(); ++p)
+    fold[size_t(perm[p])] = int((std::int64_t(p) * groups) / count);
+  return fold;
+}
+
+namespace bcv {  // (named: the consensus sources compile as one unity batch)
+
+/// One held-out block's matrices: D = X[-I,-J], A = X[I,-J] and B^T = X[-I,J]^T on the
+/// device, C = X[I,J] on the host (only the prediction error reads it).
+struct Block {
+  int index = 0;  ///< a * gene_folds + b
+  HostCsr C;
+  CsrMatrix<double> D, A, Bt;
+  size_type d_rows = 0;
+};
+
+Block make_block(const ExecSpace& space, const io::CsrBlock<double>& X,
+                 const std::vector<int>& cell_fold, const std::vector<int>& gene_fold, int a,
+                 int b, int gene_folds) {
+  const Selection I = select(cell_fold, a, true), notI = select(cell_fold, a, false);
+  const Selection J = select(gene_fold, b, true), notJ = select(gene_fold, b, false);
+  Block blk;
+  blk.index = a * gene_folds + b;
+  const HostCsr D = submatrix(X, notI, notJ, false);  // |-I| x |-J|
+  blk.d_rows = D.rows;
+  blk.D = to_device(space, D, "X[-I,-J]");
+  blk.A = to_device(space, submatrix(X, I, notJ, false), "X[I,-J]");      // |I| x |-J|
+  blk.Bt = to_device(space, submatrix(X, notI, J, true), "X[-I,J]^T");    // |J| x |-I|
+  blk.C = submatrix(X, I, J, false);                                       // |I| x |J|
+  return blk;
+}
+
+/// The predictions of block `blk` at rank k, one per replicate: D factorized, then the two
+/// refits.
+BlockPrediction predict(const ExecSpace& space, const Block& blk, int k, const SolverOptions& o,
+                        const CrossValidationOptions& cv) {
+  std::vector<Job> jobs;
+  for (int r = 0; r < cv.replicates; ++r)
+    jobs.push_back(Job{k, r, replicate_seed(cv.seed, k, blk.index, r), r});
+  const int batch = cv.batch > 0 ? cv.batch : cv.replicates;
+  const auto fits = factorize(space, blk.D, jobs, batch, o);
+  std::vector<std::vector<double>> spectra, usages_t;
+  for (const auto& f : fits) {
+    if (f.status == ReplicateStatus::non_finite)
+      input_error("cross-validation: the factorization of held-out block ", blk.index,
+                  " at k = ", k, " became non-finite: check X and the solver options");
+    spectra.push_back(f.H);                               // k x |-J|
+    usages_t.push_back(transpose(f.W, blk.d_rows, k));    // k x |-I|
+  }
+  BlockPrediction out;
+  for (auto& r : refit_usages(space, blk.A, spectra, k, batch, o)) out.usages.push_back(std::move(r.W));
+  for (auto& r : refit_usages(space, blk.Bt, usages_t, k, batch, o))
+    out.spectra_t.push_back(std::move(r.W));
+  return out;
+}
+
+struct Prepared {
+  SolverOptions o;
+  std::vector<int> cell_fold, gene_fold;
+};
+Prepared prepare(const io::CsrBlock<double>& X, const std::vector<int>& ks,
+                 const SolverOptions& opts, const CrossValidationOptions& cv) {
+  cv.validate();
+  Prepared p;
+  p.o = opts;
+  p.o.return_W = true;
+  p.o.validate();
+  const std::int64_t n = X.rows(), g = X.ncols;
+  if (X.row_begin != 0 || std::int64_t(X.row_offsets.size()) != n + 1)
+    input_error("cross-validation: X must be one CSR matrix of all its rows");
+  if (n < cv.cell_folds || g < cv.gene_folds)
+    input_error("cross-validation: ", n, " cells x ", g, " genes cannot be split into ",
+                cv.cell_folds, " x ", cv.gene_folds, " folds");
+  for (int k : ks)
+    if (k < 1) input_error("k = ", k, " is invalid: the number of components must be >= 1");
+  auto folds = cross_validation_folds(n, g, cv);
+  p.cell_fold = std::move(folds.cells);
+  p.gene_fold = std::move(folds.genes);
+  return p;
+}
+
+}  // namespace bcv
+
+Folds cross_validation_folds(std::int64_t n, std::int64_t g, const CrossValidationOptions& cv) {
+  return Folds{fold_assignment(n, cv.cell_folds, cv.seed),
+               fold_assignment(g, cv.gene_folds, bcv::mix(cv.seed))};
+}
+
+BlockPrediction predict_block(const ExecSpace& space, const io::CsrBlock<double>& X, int a, int b,
+                              int k, const SolverOptions& opts, const CrossValidationOptions& cv) {
+  const bcv::Prepared p = bcv::prepare(X, {k}, opts, cv);
+  if (a < 0 || a >= cv.cell_folds || b < 0 || b >= cv.gene_folds)
+    input_error("cross-validation: no block (", a, ", ", b, ") in a ", cv.cell_folds, " x ",
+                cv.gene_folds, " grid");
+  const bcv::Block blk = bcv::make_block(space, X, p.cell_fold, p.gene_fold, a, b, cv.gene_folds);
+  return bcv::predict(space, blk, k, p.o, cv);
+}
+
+std::vector<CrossValidationK> cross_validate(const ExecSpace& space, const io::CsrBlock<double>& X,
+                                             const std::vector<int>& ks, const SolverOptions& opts,
+                                             const CrossValidationOptions& cv) {
+  const bcv::Prepared p = bcv::prepare(X, ks, opts, cv);
+  std::vector<CrossValidationK> out;
+  for (int k : ks) out.push_back(CrossValidationK{k, 0.0, 0.0, 0.0, {}});
+  for (int a = 0; a < cv.cell_folds; ++a)
+    for (int b = 0; b < cv.gene_folds; ++b) {
+      const bcv::Block blk = bcv::make_block(space, X, p.cell_fold, p.gene_fold, a, b, cv.gene_folds);
+      for (size_t ki = 0; ki < ks.size(); ++ki) {
+        const auto pred = bcv::predict(space, blk, ks[ki], p.o, cv);
+        for (int r = 0; r < cv.replicates; ++r)
+          out[ki].errors.push_back(bcv::prediction_error(blk.C, pred.usages[size_t(r)],
+                                                    pred.spectra_t[size_t(r)], ks[ki],
+                                                    p.o.beta_loss));
+      }
+    }
+  for (auto& row : out) {
+    const double m = double(row.errors.size());
+    double s = 0.0;
+    for (double e : row.errors) s += e;
+    row.mean = s / m;
+    double v = 0.0;
+    for (double e : row.errors) v += (e - row.mean) * (e - row.mean);
+    row.sd = m > 1 ? std::sqrt(v / (m - 1)) : 0.0;
+    row.std_error = row.sd / std::sqrt(m);
+  }
+  return out;
+}
+
+int choose_k(const std::vector<CrossValidationK>& table, bool one_std_error) {
+  if (table.empty()) return 0;
+  size_t best = 0;
+  for (size_t i = 1; i < table.size(); ++i)
+    if (table[i].mean < table[best].mean) best = i;
+  if (!one_std_error) return table[best].k;
+  const double limit = table[best].mean + table[best].std_error;
+  int k = table[best].k;
+  for (const auto& row : table)
+    if (row.mean <= limit && row.k < k) k = row.k;
+  return k;
+}
+
+}  // namespace knmf::consensus

@@ -1,0 +1,163 @@
+// Bi-cross-validation for k (knmf/consensus/cross_validation.hpp): the folds (deterministic,
+// balanced), the held-out block never read by its own fits, the minimum of the prediction
+// error at the rank of a noise-free matrix, the choice of k, the option errors.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <random>
+
+#include "knmf/consensus/cross_validation.hpp"
+#include "knmf/core/error.hpp"
+#include "test_support.hpp"
+
+namespace {
+using namespace knmf;
+using namespace knmf::consensus;
+
+/// X = W H + noise (n x g, row-major dense and CSR): W with about half its entries zero (a
+/// sparse X), H of k0 non-negative programs. noise 0: exactly rank k0.
+struct LowRank {
+  std::vector<double> dense;
+  io::CsrBlock<double> csr;
+};
+LowRank low_rank(std::int64_t n, std::int64_t g, int k0, double noise, unsigned seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  std::vector<double> W(size_t(n * k0)), H(size_t(k0 * g));
+  for (auto& v : W) v = u(rng) < 0.5 ? 0.0 : u(rng);
+  for (auto& v : H) v = u(rng) < 0.3 ? 0.0 : 4.0 * u(rng);
+  LowRank x;
+  x.dense.assign(size_t(n * g), 0.0);
+  for (std::int64_t i = 0; i < n; ++i)
+    for (std::int64_t j = 0; j < g; ++j) {
+      double s = 0.0;
+      for (int t = 0; t < k0; ++t) s += W[size_t(i * k0 + t)] * H[size_t(t * g + j)];
+      if (s > 0.0 && noise > 0.0) s = std::max(0.0, s + noise * (u(rng) - 0.5));
+      x.dense[size_t(i * g + j)] = s;
+    }
+  x.csr = knmf::test::dense_to_csr_block<io::CsrBlock<double>>(x.dense, g);
+  return x;
+}
+
+SolverOptions cd_options() {
+  SolverOptions o;
+  o.solver = SolverKind::cd;
+  o.max_iter = 400;
+  o.tol = 1e-6;
+  return o;
+}
+
+TEST(CrossValidation, FoldsAreDeterministicBalancedAndSeeded) {
+  for (std::int64_t count : {1, 7, 100, 1001})
+    for (int groups : {1, 2, 3, 5}) {
+      const auto a = fold_assignment(count, groups, 14);
+      EXPECT_EQ(a, fold_assignment(count, groups, 14)) << "the same seed, the same folds";
+      std::vector<std::int64_t> size(size_t(groups), 0);
+      for (int f : a) {
+        ASSERT_GE(f, 0);
+        ASSERT_LT(f, groups);
+        ++size[size_t(f)];
+      }
+      const auto [lo, hi] = std::minmax_element(size.begin(), size.end());
+      EXPECT_LE(*hi - *lo, 1) << count << " items in " << groups << " groups";
+    }
+  EXPECT_NE(fold_assignment(1000, 2, 14), fold_assignment(1000, 2, 15));
+  // a permutation, not the items in order
+  const auto a = fold_assignment(1000, 2, 14);
+  EXPECT_FALSE(std::is_sorted(a.begin(), a.end()));
+}
+
+TEST(CrossValidation, TheHeldOutBlockIsNeverRead) {
+  const std::int64_t n = 60, g = 40;
+  const auto x = low_rank(n, g, 3, 0.2, 3);
+  CrossValidationOptions cv;
+  cv.replicates = 2;
+  const auto folds = cross_validation_folds(n, g, cv);
+  const auto before = predict_block(ExecSpace(), x.csr, 0, 1, 3, cd_options(), cv);
+  // every value of X[I, J] of block (0, 1) changed, zeros included
+  const auto changed = [&](bool in_j) {
+    std::vector<double> d = x.dense;
+    for (std::int64_t i = 0; i < n; ++i)
+      for (std::int64_t j = 0; j < g; ++j)
+        if (folds.cells[size_t(i)] == 0 && (folds.genes[size_t(j)] == 1) == in_j)
+          d[size_t(i * g + j)] = 7.0 - d[size_t(i * g + j)];
+    return knmf::test::dense_to_csr_block<io::CsrBlock<double>>(d, g);
+  };
+  const auto after = predict_block(ExecSpace(), changed(true), 0, 1, 3, cd_options(), cv);
+  EXPECT_EQ(after.usages, before.usages);
+  EXPECT_EQ(after.spectra_t, before.spectra_t);
+  // the control: the same change of X[I, -J], which the usages' refit reads
+  const auto control = predict_block(ExecSpace(), changed(false), 0, 1, 3, cd_options(), cv);
+  EXPECT_NE(control.usages, before.usages);
+  std::int64_t in_i = 0, in_j = 0;
+  for (int f : folds.cells) in_i += f == 0;
+  for (int f : folds.genes) in_j += f == 1;
+  ASSERT_EQ(before.usages.size(), 2u);
+  EXPECT_EQ(before.usages[0].size(), size_t(in_i * 3));      // |I| x k
+  EXPECT_EQ(before.spectra_t[0].size(), size_t(in_j * 3));   // |J| x k
+}
+
+TEST(CrossValidation, ThePredictionErrorDropsAtTheRankOfANoiseFreeMatrix) {
+  const int k0 = 4;
+  const auto x = low_rank(160, 80, k0, 0.0, 7);
+  CrossValidationOptions cv;
+  cv.replicates = 2;
+  const std::vector<int> ks = {1, 2, 3, 4, 5, 6};
+  const auto table = cross_validate(ExecSpace(), x.csr, ks, cd_options(), cv);
+  ASSERT_EQ(table.size(), ks.size());
+  for (const auto& row : table) {
+    EXPECT_EQ(row.errors.size(), size_t(cv.cell_folds * cv.gene_folds * cv.replicates));
+    EXPECT_TRUE(std::isfinite(row.mean)) << "k " << row.k;
+  }
+  for (const auto& row : table)
+    std::printf("k = %d: relative prediction error %.3g (sd %.3g)\n", row.k, row.mean, row.sd);
+  const double at_k0 = table[size_t(k0 - 1)].mean;
+  // below k0 the error is that of a missing program; at k0 the block is predicted
+  EXPECT_LT(at_k0, 0.1 * table[size_t(k0 - 2)].mean) << "k0 - 1: " << table[size_t(k0 - 2)].mean
+                                                     << ", k0: " << at_k0;
+  for (int k = 1; k < k0; ++k) EXPECT_GT(table[size_t(k - 1)].mean, table[size_t(k)].mean);
+  // and stays there above k0 (no program is missing; the extra ones predict nothing wrong)
+  for (int k = k0 + 1; k <= 6; ++k)
+    EXPECT_LT(table[size_t(k - 1)].mean, 0.1 * table[size_t(k0 - 2)].mean) << "k " << k;
+  EXPECT_EQ(choose_k(table, true), k0);
+}
+
+TEST(CrossValidation, ChooseK) {
+  std::vector<CrossValidationK> t = {{2, 0.5, 0, 0.01, {}}, {3, 0.30, 0, 0.02, {}},
+                                     {4, 0.29, 0, 0.02, {}}, {5, 0.31, 0, 0.02, {}}};
+  EXPECT_EQ(choose_k(t), 4);
+  EXPECT_EQ(choose_k(t, true), 3) << "the smallest k within one standard error";
+  EXPECT_EQ(choose_k({}), 0);
+}
+
+TEST(CrossValidation, OptionErrorsNameTheOption) {
+  const auto x = low_rank(20, 10, 2, 0.0, 1);
+  const auto message = [&](CrossValidationOptions cv, std::vector<int> ks = {2}) {
+    try {
+      cross_validate(ExecSpace(), x.csr, ks, cd_options(), cv);
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  CrossValidationOptions cv;
+  cv.cell_folds = 1;
+  EXPECT_NE(message(cv).find("--cv-cell-folds 1"), std::string::npos) << message(cv);
+  cv = {};
+  cv.gene_folds = 0;
+  EXPECT_NE(message(cv).find("--cv-gene-folds 0"), std::string::npos);
+  cv = {};
+  cv.replicates = 0;
+  EXPECT_NE(message(cv).find("--cv-replicates 0"), std::string::npos);
+  cv = {};
+  cv.seed = std::uint64_t(1) << 32;
+  EXPECT_NE(message(cv).find("--cv-seed"), std::string::npos);
+  cv = {};
+  cv.cell_folds = 30;
+  EXPECT_NE(message(cv).find("cannot be split"), std::string::npos);
+  EXPECT_NE(message({}, {0}).find("k = 0"), std::string::npos);
+}
+
+}  // namespace
