@@ -1,5 +1,6 @@
 // `knmf k-selection`: cNMF's k_selection_plot (stability and prediction error per k, and
 // the plot) on a cNMF run folder or a knmf results file.
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -24,7 +25,7 @@ namespace {
 class KSelectionCommand : public Command {
 public:
   explicit KSelectionCommand(CLI::App& app) {
-    auto* sub = app.add_subcommand(
+    auto* sub = sub_ = app.add_subcommand(
         "k-selection",
         "cNMF's k_selection_plot: stability (silhouette of the k-means clustering of all "
         "replicate spectra) and prediction error ||X - WH||^2 of the consensus for each k; "
@@ -38,9 +39,32 @@ public:
                     "where to write the PNG (default: OUTPUT_DIR/NAME/NAME.k_selection.png; native "
                     "mode without --output-dir/--name: RESULTS_STEM.k_selection.png beside the "
                     "results file)");
+    sub->add_flag("--cross-validate", cross_validate_,
+                  "also choose k by prediction: bi-cross-validation of the NMF (Owen & Perry "
+                  "2009): for each k and each held-out block of a cells x genes fold grid, the "
+                  "other cells and genes factorized with the run's solver options, the block "
+                  "predicted by the two fixed-factor refits; adds cv_prediction_error and "
+                  "cv_prediction_error_sd to the table and prints the k it chooses");
+    sub->add_option("--cv-cell-folds", cv_.cell_folds, "cross-validation: groups of cells")
+        ->capture_default_str();
+    sub->add_option("--cv-gene-folds", cv_.gene_folds, "cross-validation: groups of genes")
+        ->capture_default_str();
+    sub->add_option("--cv-replicates", cv_.replicates,
+                    "cross-validation: factorizations of each block per k (different seeds)")
+        ->capture_default_str();
+    sub->add_option("--cv-seed", cv_.seed, "cross-validation: seed of the folds and replicates")
+        ->capture_default_str();
+    sub->add_flag("--cv-one-std-error", one_se_,
+                  "cross-validation: choose the smallest k within one standard error of the "
+                  "smallest mean prediction error (default: the smallest mean)");
   }
 
   int run() override {
+    if (!cross_validate_)
+      for (const char* o : {"--cv-cell-folds", "--cv-gene-folds", "--cv-replicates", "--cv-seed",
+                            "--cv-one-std-error"})
+        if (sub_->count(o) > 0) input_error(o, " needs --cross-validate");
+    if (cross_validate_) cv_.validate();
     std::vector<consensus::KSelectionRow> rows;
     const bool native = !results_.empty();
     const bool folder = !native || cnmf_folder_given(folder_opts_);
@@ -60,6 +84,8 @@ public:
       req.update_results = !read_only_;
       req.components = ks_;
       req.options = opts_;
+      req.cross_validate = cross_validate_;
+      req.cross_validation = cv_;
       rows = consensus::run_native_k_selection(ExecSpace(), req);
     } else {
       if (!counts_.empty() || read_only_)
@@ -69,13 +95,22 @@ public:
       req.name = name_;
       req.components = ks_;
       req.options = opts_;
+      req.cross_validate = cross_validate_;
+      req.cross_validation = cv_;
       rows = consensus::run_cnmf_k_selection(ExecSpace(), req, std::cerr);
     }
     consensus::write_k_selection_plot(png, rows);
-    std::printf("knmf k-selection (%s):\n   k  silhouette          prediction_error\n",
-                native ? "knmf results file" : "cNMF run folder");
-    for (const auto& r : rows)
-      std::printf("%4d  %-18.12g  %.12g\n", r.k, r.silhouette, r.prediction_error);
+    std::printf("knmf k-selection (%s):\n   k  silhouette          prediction_error%s\n",
+                native ? "knmf results file" : "cNMF run folder",
+                cross_validate_ ? "    cv_prediction_error (sd)" : "");
+    for (const auto& r : rows) {
+      if (!cross_validate_)
+        std::printf("%4d  %-18.12g  %.12g\n", r.k, r.silhouette, r.prediction_error);
+      else
+        std::printf("%4d  %-18.12g  %-18.12g  %.6g (%.3g)\n", r.k, r.silhouette,
+                    r.prediction_error, r.cv_prediction_error, r.cv_prediction_error_sd);
+    }
+    if (cross_validate_) print_choice(rows);
     if (native && !read_only_) std::printf("  %s:/k_selection\n", results_.c_str());
     if (folder) std::printf("  %s\n", paths.k_selection_stats().c_str());
     std::printf("  %s\n", png.c_str());
@@ -83,6 +118,30 @@ public:
   }
 
 private:
+  /// The k cross-validation chooses, beside the most stable k.
+  void print_choice(const std::vector<consensus::KSelectionRow>& rows) const {
+    std::vector<consensus::CrossValidationK> table;
+    size_t stable = 0;
+    for (size_t i = 0; i < rows.size(); ++i) {
+      consensus::CrossValidationK t;
+      t.k = rows[i].k;
+      t.mean = rows[i].cv_prediction_error;
+      t.sd = rows[i].cv_prediction_error_sd;
+      const double count = double(cv_.cell_folds) * cv_.gene_folds * cv_.replicates;
+      t.std_error = t.sd / std::sqrt(count);
+      table.push_back(t);
+      if (rows[i].silhouette > rows[stable].silhouette) stable = i;
+    }
+    std::printf("  cross-validation chooses k = %d (%s); the most stable k is %d\n",
+                consensus::choose_k(table, one_se_),
+                one_se_ ? "the smallest k within one standard error of the smallest mean"
+                        : "the smallest mean prediction error",
+                rows.empty() ? 0 : rows[stable].k);
+  }
+
+  CLI::App* sub_ = nullptr;
+  bool cross_validate_ = false, one_se_ = false;
+  consensus::CrossValidationOptions cv_;
   std::string output_dir_ = ".", name_ = "cNMF", results_, counts_, plot_;
   std::vector<int> ks_;
   consensus::ConsensusOptions opts_;

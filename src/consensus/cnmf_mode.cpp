@@ -3,6 +3,7 @@
 #include "knmf/consensus/cnmf_mode.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <ostream>
@@ -335,20 +336,45 @@ std::vector<CnmfConsensusOutcome> run_cnmf_consensus(const ExecSpace& space,
 }
 
 io::DataFrame k_selection_frame(const std::vector<KSelectionRow>& rows) {
+  // cNMF's four columns, then the cross-validation's two when it ran
+  const bool cv = !rows.empty() && !std::isnan(rows.front().cv_prediction_error);
   io::DataFrame df;
   df.rows = std::int64_t(rows.size());
-  df.cols = 4;
+  df.cols = cv ? 6 : 4;
   for (const auto& r : rows) {
     df.data.push_back(double(r.k));
     df.data.push_back(r.local_density_threshold);
     df.data.push_back(r.silhouette);
     df.data.push_back(r.prediction_error);
+    if (cv) {
+      df.data.push_back(r.cv_prediction_error);
+      df.data.push_back(r.cv_prediction_error_sd);
+    }
   }
   df.index = int_labels(0, df.rows);
   for (const char* c : {"k", "local_density_threshold", "silhouette", "prediction_error"})
     df.columns.emplace_back(std::string(c));
+  if (cv)
+    for (const char* c : {"cv_prediction_error", "cv_prediction_error_sd"})
+      df.columns.emplace_back(std::string(c));
   return df;
 }
+
+namespace {
+/// The bi-cross-validation of the rows' k on X with the run's solver options, when asked.
+void add_cross_validation(const ExecSpace& space, std::vector<KSelectionRow>& rows,
+                          const RowSource& X, const SolverOptions& solver, bool asked,
+                          const CrossValidationOptions& cv) {
+  if (!asked) return;
+  std::vector<int> ks;
+  for (const auto& r : rows) ks.push_back(r.k);
+  const auto table = cross_validate(space, X, ks, solver, cv);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    rows[i].cv_prediction_error = table[i].mean;
+    rows[i].cv_prediction_error_sd = table[i].sd;
+  }
+}
+}  // namespace
 
 std::vector<KSelectionRow> run_cnmf_k_selection(const ExecSpace& space,
                                                 const CnmfKSelectionRequest& req,
@@ -364,6 +390,7 @@ std::vector<KSelectionRow> run_cnmf_k_selection(const ExecSpace& space,
     stacks.push_back(std::move(m.values));
   }
   auto rows = k_selection(space, stacks, ks, *in.X, in.solver, req.options);
+  add_cross_validation(space, rows, *in.X, in.solver, req.cross_validate, req.cross_validation);
   ensure_dirs(paths);
   io::write_df_npz(paths.k_selection_stats(), k_selection_frame(rows));
   return rows;
@@ -587,6 +614,7 @@ std::vector<KSelectionRow> run_native_k_selection(const ExecSpace& space, const 
   std::vector<HostRows> stacks;
   for (auto& m : in.merged) stacks.push_back(std::move(m.values));
   auto rows = k_selection(space, stacks, in.ks, *in.X, in.solver, req.options);
+  add_cross_validation(space, rows, *in.X, in.solver, req.cross_validate, req.cross_validation);
   if (req.update_results) {
     results::ResultsAdditions add;
     results::KSelectionTable t;
@@ -597,7 +625,15 @@ std::vector<KSelectionRow> run_native_k_selection(const ExecSpace& space, const 
       t.local_density_threshold.push_back(r.local_density_threshold);
       t.silhouette.push_back(r.silhouette);
       t.prediction_error.push_back(r.prediction_error);
+      if (req.cross_validate) {
+        t.cv_prediction_error.push_back(r.cv_prediction_error);
+        t.cv_prediction_error_sd.push_back(r.cv_prediction_error_sd);
+      }
     }
+    if (req.cross_validate)
+      t.cross_validation = results::CrossValidationSettings{
+          req.cross_validation.cell_folds, req.cross_validation.gene_folds,
+          req.cross_validation.replicates, std::int64_t(req.cross_validation.seed)};
     add.k_selection = std::move(t);
     results::update_results_file(req.results, add);
   }

@@ -330,6 +330,21 @@ std::vector<CrossValidationK> cross_validate(const ExecSpace& space, const io::C
   return out;
 }
 
+std::vector<CrossValidationK> cross_validate(const ExecSpace& space, const RowSource& X,
+                                             const std::vector<int>& ks, const SolverOptions& opts,
+                                             const CrossValidationOptions& cv) {
+  io::CsrBlock<double> whole;
+  whole.ncols = X.cols();
+  X.for_each_block(std::numeric_limits<size_type>::max() / 2, [&](const io::CsrBlock<double>& b) {
+    const std::int64_t base = whole.row_offsets.back();
+    for (std::int64_t r = 1; r <= b.rows(); ++r) whole.row_offsets.push_back(base + b.row_offsets[size_t(r)] - b.row_offsets[0]);
+    whole.cols.insert(whole.cols.end(), b.cols.begin(), b.cols.end());
+    whole.values.insert(whole.values.end(), b.values.begin(), b.values.end());
+    whole.row_end = b.row_end;
+  });
+  return cross_validate(space, whole, ks, opts, cv);
+}
+
 int choose_k(const std::vector<CrossValidationK>& table, bool one_std_error) {
   if (table.empty()) return 0;
   size_t best = 0;

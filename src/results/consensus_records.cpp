@@ -281,6 +281,11 @@ void check_additions(const std::string& file, hid_t src, const ResultsAdditions&
                   ", prediction_error ", t.prediction_error.size(), ")");
     for (int k : t.k) check_k(file, "k-selection", k, info);
     check_threshold(file, "k-selection", t.settings.local_density_threshold);
+    const std::size_t cv = t.cross_validation ? m : 0;
+    if (t.cv_prediction_error.size() != cv || t.cv_prediction_error_sd.size() != cv)
+      input_error(file, ": the k-selection table's cross-validation columns have ",
+                  t.cv_prediction_error.size(), " and ", t.cv_prediction_error_sd.size(),
+                  " rows; expected ", cv);
   }
 }
 
@@ -333,6 +338,17 @@ void write_k_selection(const std::string& file, hid_t fid, const KSelectionTable
       t.local_density_threshold.data());
   put(file, fid, p + "silhouette", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, {m}, t.silhouette.data());
   put(file, fid, p + "prediction_error", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, {m}, t.prediction_error.data());
+  if (t.cross_validation) {
+    const auto& cv = *t.cross_validation;
+    h5::write_int_scalar_attr(file, g.get(), "cv_cell_folds", cv.cell_folds);
+    h5::write_int_scalar_attr(file, g.get(), "cv_gene_folds", cv.gene_folds);
+    h5::write_int_scalar_attr(file, g.get(), "cv_replicates", cv.replicates);
+    h5::write_int_scalar_attr(file, g.get(), "cv_seed", cv.seed);
+    put(file, fid, p + "cv_prediction_error", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, {m},
+        t.cv_prediction_error.data());
+    put(file, fid, p + "cv_prediction_error_sd", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, {m},
+        t.cv_prediction_error_sd.data());
+  }
 }
 
 /// Copy /consensus from `src` to `dst` without the groups in `replaced` (and without
@@ -495,6 +511,19 @@ std::optional<KSelectionTable> read_k_selection(const std::string& file, hid_t f
   read("silhouette", H5T_NATIVE_DOUBLE, t.silhouette.data());
   read("prediction_error", H5T_NATIVE_DOUBLE, t.prediction_error.data());
   t.k.assign(ks.begin(), ks.end());
+  // the bi-cross-validation's columns and grid, when the table was made with it
+  if (h5::int_attr(g.get(), "cv_cell_folds")) {
+    CrossValidationSettings cv;
+    cv.cell_folds = static_cast<int>(attr_int(file, g.get(), kKSelection, "cv_cell_folds"));
+    cv.gene_folds = static_cast<int>(attr_int(file, g.get(), kKSelection, "cv_gene_folds"));
+    cv.replicates = static_cast<int>(attr_int(file, g.get(), kKSelection, "cv_replicates"));
+    cv.seed = attr_int(file, g.get(), kKSelection, "cv_seed");
+    t.cross_validation = cv;
+    t.cv_prediction_error.resize(ks.size());
+    t.cv_prediction_error_sd.resize(ks.size());
+    read("cv_prediction_error", H5T_NATIVE_DOUBLE, t.cv_prediction_error.data());
+    read("cv_prediction_error_sd", H5T_NATIVE_DOUBLE, t.cv_prediction_error_sd.data());
+  }
   return t;
 }
 

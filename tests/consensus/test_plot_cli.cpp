@@ -257,4 +257,52 @@ TEST(Cli, NativeModeWritesIntoTheResultsFile) {
   EXPECT_EQ(bytes(), kept);
 }
 
+// --cross-validate: the cross-validation's columns in cNMF's stats table (after cNMF's four)
+// and in the results file's /k_selection with its grid; the same numbers by both routes (the
+// same X, folds and seeds); its options refused without it.
+TEST(Cli, KSelectionCrossValidatesByBothRoutes) {
+  TempDir tmp("knmf-cli-cv");
+  make_pbmc_run(tmp.path(), false);
+  const std::string dir = tmp.path().string();
+  const std::vector<std::string> cv = {"--cross-validate", "--cv-replicates", "2", "--cv-seed", "3"};
+  auto with = [&](std::vector<std::string> a) {
+    a.insert(a.end(), cv.begin(), cv.end());
+    return a;
+  };
+  ASSERT_EQ(cli::run(with({"knmf", "k-selection", "--output-dir", dir, "--name", "pbmcA", "-k", "6", "7"})), 0);
+  const io::CnmfPaths p(dir, "pbmcA");
+  const auto stats = io::read_df_npz(p.k_selection_stats());
+  ASSERT_EQ(stats.cols, 6);
+  EXPECT_EQ(io::label_to_string(stats.columns[4]), "cv_prediction_error");
+  EXPECT_EQ(io::label_to_string(stats.columns[5]), "cv_prediction_error_sd");
+  for (std::int64_t r = 0; r < 2; ++r) {
+    EXPECT_GT(stats.at(r, 4), 0.0);
+    EXPECT_LT(stats.at(r, 4), 1.0) << "relative to the held-out blocks' norm";
+    EXPECT_GE(stats.at(r, 5), 0.0);
+  }
+
+  const fs::path results = tmp.path() / "run.h5";
+  make_pbmc_results(results, tmp.path(), {6, 7});
+  ASSERT_EQ(cli::run(with({"knmf", "k-selection", "--results", results.string()})), 0);
+  const auto table = results::ResultsReader::open(results).k_selection();
+  ASSERT_TRUE(table);
+  ASSERT_TRUE(table->cross_validation);
+  EXPECT_EQ(table->cross_validation->cell_folds, 2);
+  EXPECT_EQ(table->cross_validation->replicates, 2);
+  EXPECT_EQ(table->cross_validation->seed, 3);
+  ASSERT_EQ(table->cv_prediction_error.size(), 2u);
+  for (size_t r = 0; r < 2; ++r) {
+    EXPECT_EQ(table->cv_prediction_error[r], stats.at(std::int64_t(r), 4)) << "k " << table->k[r];
+    EXPECT_EQ(table->cv_prediction_error_sd[r], stats.at(std::int64_t(r), 5));
+  }
+  // without --cross-validate the table has cNMF's four columns and no cross-validation
+  ASSERT_EQ(cli::run({"knmf", "k-selection", "--results", results.string()}), 0);
+  EXPECT_FALSE(results::ResultsReader::open(results).k_selection()->cross_validation);
+  // the options need the flag; bad values name the option
+  const auto before = list_files(tmp.path());
+  EXPECT_EQ(cli::run({"knmf", "k-selection", "--results", results.string(), "--cv-replicates", "3"}), 1);
+  EXPECT_EQ(cli::run(with({"knmf", "k-selection", "--results", results.string(), "--cv-cell-folds", "1"})), 1);
+  EXPECT_EQ(list_files(tmp.path()), before);
+}
+
 }  // namespace

@@ -15,6 +15,7 @@
 
 #include "knmf/consensus/clustering.hpp"
 #include "knmf/consensus/consensus.hpp"
+#include "knmf/consensus/cross_validation.hpp"
 #include "knmf/consensus/options.hpp"
 #include "knmf/io/cnmf_files.hpp"
 #include "knmf/io/dataframe.hpp"
@@ -84,6 +85,10 @@ struct CnmfKSelectionRequest {
   std::string name = "cNMF";
   std::vector<int> components;          ///< empty: every k of the job table
   ConsensusOptions options;             ///< the threshold is recorded, not applied (as cNMF)
+  /// k selection: also the bi-cross-validation of every k (cross_validation.hpp), with the
+  /// run's solver options, into the rows' cv_ columns.
+  bool cross_validate = false;
+  CrossValidationOptions cross_validation;
 };
 
 /// `cnmf k_selection_plot`'s table: writes NAME.k_selection_stats.df.npz (columns k,

@@ -14,6 +14,7 @@
 ///     refit of the unit-variance HVG TPM on the TPM spectra scaled by the genes' std.
 /// Memory: O(n k + genes k) on the device plus one row block of X or TPM; never n x genes.
 
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -67,6 +68,10 @@ struct KSelectionRow {
   double local_density_threshold = 0.5;  ///< recorded as cNMF records it (not applied)
   double silhouette = 0.0;               ///< stability
   double prediction_error = 0.0;         ///< ||X - W H||^2
+  /// Bi-cross-validation (cross_validation.hpp), when asked for: the mean relative
+  /// prediction error of the held-out blocks and its standard deviation; NaN otherwise.
+  double cv_prediction_error = std::numeric_limits<double>::quiet_NaN();
+  double cv_prediction_error_sd = std::numeric_limits<double>::quiet_NaN();
 };
 
 /// cNMF's k-selection statistics: for every k, the unfiltered clustering of all replicate

@@ -22,6 +22,7 @@
 
 #include "knmf/core/types.hpp"
 #include "knmf/io/h5ad.hpp"
+#include "knmf/matrix/row_source.hpp"
 #include "knmf/solver/options.hpp"
 
 namespace knmf::consensus {
@@ -76,6 +77,11 @@ struct BlockPrediction {
 };
 BlockPrediction predict_block(const ExecSpace& space, const io::CsrBlock<double>& X, int a, int b,
                               int k, const SolverOptions& opts, const CrossValidationOptions& cv);
+
+/// The same for X read from a row source (once, into host memory as one CSR matrix).
+std::vector<CrossValidationK> cross_validate(const ExecSpace& space, const RowSource& X,
+                                             const std::vector<int>& ks, const SolverOptions& opts,
+                                             const CrossValidationOptions& cv);
 
 /// The k with the smallest mean prediction error; with `one_std_error`, the smallest k whose
 /// mean is within one standard error of that minimum. 0 for an empty table.

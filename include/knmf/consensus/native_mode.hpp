@@ -14,6 +14,7 @@
 
 #include "knmf/consensus/cnmf_mode.hpp"
 #include "knmf/consensus/consensus.hpp"
+#include "knmf/consensus/cross_validation.hpp"
 #include "knmf/consensus/options.hpp"
 #include "knmf/results/consensus_records.hpp"
 
@@ -32,6 +33,10 @@ struct NativeRequest {
   bool update_results = true;
   std::vector<int> components;          ///< empty: every k of the results file
   ConsensusOptions options;
+  /// k selection: also the bi-cross-validation of every k (cross_validation.hpp), with the
+  /// run's solver options, into the rows' cv_ columns.
+  bool cross_validate = false;
+  CrossValidationOptions cross_validation;
 };
 
 /// The replicate spectra of k from a results file (every replicate must be committed:

@@ -68,10 +68,23 @@ struct ConsensusRecord {
 };
 
 /// cNMF's k-selection statistics: /k_selection (one row per k).
+/// The fold grid of a bi-cross-validation (knmf/consensus/cross_validation.hpp), as the
+/// k-selection record keeps it (attributes cv_cell_folds, cv_gene_folds, cv_replicates,
+/// cv_seed of /k_selection).
+struct CrossValidationSettings {
+  int cell_folds = 0, gene_folds = 0, replicates = 0;
+  std::int64_t seed = 0;
+};
+
 struct KSelectionTable {
   ConsensusSettings settings;  ///< the threshold is recorded, not applied (as cNMF)
   std::vector<int> k;
   std::vector<double> local_density_threshold, silhouette, prediction_error;
+  /// The bi-cross-validation's mean relative prediction error and its standard deviation per
+  /// k (datasets cv_prediction_error, cv_prediction_error_sd), and its grid: present together
+  /// when `knmf k-selection --cross-validate` made the table, absent otherwise.
+  std::vector<double> cv_prediction_error, cv_prediction_error_sd;
+  std::optional<CrossValidationSettings> cross_validation;
 };
 
 /// Which consensus groups a file holds.
