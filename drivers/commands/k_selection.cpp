@@ -99,7 +99,8 @@ public:
       req.cross_validation = cv_;
       rows = consensus::run_cnmf_k_selection(ExecSpace(), req, std::cerr);
     }
-    consensus::write_k_selection_plot(png, rows);
+    const int chosen = cross_validate_ ? cv_choice(rows) : 0;
+    consensus::write_k_selection_plot(png, rows, chosen);
     std::printf("knmf k-selection (%s):\n   k  silhouette          prediction_error%s\n",
                 native ? "knmf results file" : "cNMF run folder",
                 cross_validate_ ? "    cv_prediction_error (sd)" : "");
@@ -110,7 +111,7 @@ public:
         std::printf("%4d  %-18.12g  %-18.12g  %.6g (%.3g)\n", r.k, r.silhouette,
                     r.prediction_error, r.cv_prediction_error, r.cv_prediction_error_sd);
     }
-    if (cross_validate_) print_choice(rows);
+    if (cross_validate_) print_choice(rows, chosen);
     if (native && !read_only_) std::printf("  %s:/k_selection\n", results_.c_str());
     if (folder) std::printf("  %s\n", paths.k_selection_stats().c_str());
     std::printf("  %s\n", png.c_str());
@@ -118,22 +119,26 @@ public:
   }
 
 private:
-  /// The k cross-validation chooses, beside the most stable k.
-  void print_choice(const std::vector<consensus::KSelectionRow>& rows) const {
+  /// The k cross-validation chooses (consensus::choose_k over the rows' cv_ columns).
+  int cv_choice(const std::vector<consensus::KSelectionRow>& rows) const {
     std::vector<consensus::CrossValidationK> table;
-    size_t stable = 0;
-    for (size_t i = 0; i < rows.size(); ++i) {
+    const double count = double(cv_.cell_folds) * cv_.gene_folds * cv_.replicates;
+    for (const auto& r : rows) {
       consensus::CrossValidationK t;
-      t.k = rows[i].k;
-      t.mean = rows[i].cv_prediction_error;
-      t.sd = rows[i].cv_prediction_error_sd;
-      const double count = double(cv_.cell_folds) * cv_.gene_folds * cv_.replicates;
+      t.k = r.k;
+      t.mean = r.cv_prediction_error;
+      t.sd = r.cv_prediction_error_sd;
       t.std_error = t.sd / std::sqrt(count);
       table.push_back(t);
-      if (rows[i].silhouette > rows[stable].silhouette) stable = i;
     }
-    std::printf("  cross-validation chooses k = %d (%s); the most stable k is %d\n",
-                consensus::choose_k(table, one_se_),
+    return consensus::choose_k(table, one_se_);
+  }
+  /// The k cross-validation chose, beside the most stable k.
+  void print_choice(const std::vector<consensus::KSelectionRow>& rows, int chosen) const {
+    size_t stable = 0;
+    for (size_t i = 0; i < rows.size(); ++i)
+      if (rows[i].silhouette > rows[stable].silhouette) stable = i;
+    std::printf("  cross-validation chooses k = %d (%s); the most stable k is %d\n", chosen,
                 one_se_ ? "the smallest k within one standard error of the smallest mean"
                         : "the smallest mean prediction error",
                 rows.empty() ? 0 : rows[stable].k);

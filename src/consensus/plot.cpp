@@ -200,14 +200,94 @@ void draw_series(cairo_t* cr, const std::vector<double>& ks, const std::vector<d
     if (std::isfinite(p.first)) marker(cr, p.first, p.second, mr, c);
 }
 
+/// The k-selection figure's bi-cross-validation panel (below the stability and error
+/// panel, the same k axis `X`): the mean relative prediction error per k with bars of one
+/// standard deviation, and the k cross-validation chose (`chosen`, 0: none) marked.
+constexpr int cv_panel_height = 600;
+template <class FX>
+void draw_cv_panel(cairo_t* cr, KSelectionPlotLayout& L, const std::vector<KSelectionRow>& rows,
+                   int chosen, const FX& X, const std::vector<double>& xt,
+                   const std::vector<std::string>& xl) {
+  const Rgb green{0.0, 0.5, 0.0};
+  L.cv_top = 1000 + 40.0;
+  L.cv_bottom = L.height - 165.0;
+  std::vector<double> ks, mean, span;
+  for (const auto& r : rows) {
+    ks.push_back(r.k);
+    mean.push_back(r.cv_prediction_error);
+    if (std::isfinite(r.cv_prediction_error)) {
+      const double sd = std::isfinite(r.cv_prediction_error_sd) ? r.cv_prediction_error_sd : 0.0;
+      span.push_back(r.cv_prediction_error - sd);
+      span.push_back(r.cv_prediction_error + sd);
+    }
+  }
+  double c0, c1, cstep;
+  padded_range(span, c0, c1);
+  const auto ct = nice_ticks(c0, c1, 5, cstep);
+  int cexp = 0;
+  const auto cl = tick_labels(ct, cstep, cexp);
+  auto Y = [&](double v) { return L.cv_bottom - (v - c0) / (c1 - c0) * (L.cv_bottom - L.cv_top); };
+  cairo_set_line_width(cr, pt(0.8));
+  set(cr, grid_gray);
+  for (double v : ct) {
+    cairo_move_to(cr, L.left, Y(v));
+    cairo_line_to(cr, L.right, Y(v));
+  }
+  cairo_stroke(cr);
+  if (chosen > 0) {  // the chosen k: a dashed line across the panel
+    const double dash[] = {pt(4), pt(3)};
+    set(cr, green);
+    cairo_set_line_width(cr, pt(1.2));
+    cairo_set_dash(cr, dash, 2, 0);
+    L.cv_chosen_x = X(double(chosen));
+    cairo_move_to(cr, L.cv_chosen_x, L.cv_top);
+    cairo_line_to(cr, L.cv_chosen_x, L.cv_bottom);
+    cairo_stroke(cr);
+    cairo_set_dash(cr, nullptr, 0, 0);
+    text(cr, "chosen k = " + std::to_string(chosen), L.cv_chosen_x + pt(3), L.cv_top + pt(2),
+         pt(10), 0.0, 0.0);
+  }
+  set(cr, black);
+  cairo_set_line_width(cr, pt(1.0));
+  for (const auto& r : rows)  // the error bars
+    if (std::isfinite(r.cv_prediction_error) && std::isfinite(r.cv_prediction_error_sd)) {
+      cairo_move_to(cr, X(r.k), Y(r.cv_prediction_error - r.cv_prediction_error_sd));
+      cairo_line_to(cr, X(r.k), Y(r.cv_prediction_error + r.cv_prediction_error_sd));
+    }
+  cairo_stroke(cr);
+  draw_series(cr, ks, mean, X, Y, black, L.cv_points);
+  cairo_set_line_width(cr, pt(0.8));
+  cairo_rectangle(cr, L.left, L.cv_top, L.right - L.left, L.cv_bottom - L.cv_top);
+  cairo_stroke(cr);
+  const double tick = pt(3.5), fs = pt(10);
+  for (size_t i = 0; i < xt.size(); ++i) {
+    cairo_move_to(cr, X(xt[i]), L.cv_bottom);
+    cairo_line_to(cr, X(xt[i]), L.cv_bottom + tick);
+    cairo_stroke(cr);
+    text(cr, xl[i], X(xt[i]), L.cv_bottom + tick + pt(3.5), fs, 0.5, 0.0);
+  }
+  for (size_t i = 0; i < ct.size(); ++i) {
+    cairo_move_to(cr, L.left, Y(ct[i]));
+    cairo_line_to(cr, L.left - tick, Y(ct[i]));
+    cairo_stroke(cr);
+    text(cr, cl[i], L.left - tick - pt(3.5), Y(ct[i]), fs, 1.0, 0.5);
+  }
+  if (cexp != 0) text(cr, "1e" + std::to_string(cexp), L.left, L.cv_top - pt(4), fs, 0.0, 1.0);
+  text(cr, "CV error", 40, (L.cv_top + L.cv_bottom) / 2, pt(15), 0.5, 0.0, M_PI / 2);
+}
+
 }  // namespace
 
 KSelectionPlotLayout write_k_selection_plot(const std::string& path,
-                                            const std::vector<KSelectionRow>& rows) {
+                                            const std::vector<KSelectionRow>& rows,
+                                            int cv_chosen_k) {
   if (rows.empty()) input_error(path, ": no k-selection rows to plot");
+  const bool cv = std::any_of(rows.begin(), rows.end(), [](const KSelectionRow& r) {
+    return std::isfinite(r.cv_prediction_error);
+  });
   KSelectionPlotLayout L;
   L.width = 1500;
-  L.height = 1000;
+  L.height = cv ? 1000 + cv_panel_height : 1000;
   Surface S(L.width, L.height);
   cairo_t* cr = S.cr;
   cairo_set_antialias(cr, CAIRO_ANTIALIAS_GOOD);
@@ -239,7 +319,7 @@ KSelectionPlotLayout write_k_selection_plot(const std::string& path,
   L.left = 215;
   L.right = L.width - 245.0;
   L.top = 70;
-  L.bottom = L.height - 165.0;
+  L.bottom = 1000 - 165.0;
   auto X = [&](double v) { return L.left + (v - x0) / (x1 - x0) * (L.right - L.left); };
   auto YS = [&](double v) { return L.bottom - (v - s0) / (s1 - s0) * (L.bottom - L.top); };
   auto YE = [&](double v) { return L.bottom - (v - e0) / (e1 - e0) * (L.bottom - L.top); };
@@ -299,13 +379,19 @@ KSelectionPlotLayout write_k_selection_plot(const std::string& path,
   text(cr, "Error", L.width - 40.0, (L.top + L.bottom) / 2, ls, 0.5, 1.0, M_PI / 2);
   set(cr, black);
   text(cr, "Number of Components", (L.left + L.right) / 2, L.height - 30.0, ls, 0.5, 1.0);
+  if (cv) draw_cv_panel(cr, L, rows, cv_chosen_k, X, xt, xl);
 
   std::ostringstream data;
-  data << "k\tlocal_density_threshold\tsilhouette\tprediction_error\n";
-  for (const auto& r : rows)
+  data << "k\tlocal_density_threshold\tsilhouette\tprediction_error"
+       << (cv ? "\tcv_prediction_error\tcv_prediction_error_sd\n" : "\n");
+  for (const auto& r : rows) {
     data << r.k << '\t' << io::format_float_repr(r.local_density_threshold) << '\t'
-         << io::format_float_repr(r.silhouette) << '\t' << io::format_float_repr(r.prediction_error)
-         << '\n';
+         << io::format_float_repr(r.silhouette) << '\t' << io::format_float_repr(r.prediction_error);
+    if (cv)
+      data << '\t' << io::format_float_repr(r.cv_prediction_error) << '\t'
+           << io::format_float_repr(r.cv_prediction_error_sd);
+    data << '\n';
+  }
   cairo_surface_flush(S.s);
   write_png(S.s, path, data.str());
   return L;

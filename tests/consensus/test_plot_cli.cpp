@@ -48,7 +48,8 @@ std::vector<std::vector<double>> embedded_table(const std::string& png) {
   std::istringstream in(data);
   std::string line;
   std::getline(in, line);
-  EXPECT_EQ(line, "k\tlocal_density_threshold\tsilhouette\tprediction_error");
+  // cNMF's four columns first (the cross-validation's two follow when it ran)
+  EXPECT_EQ(line.rfind("k\tlocal_density_threshold\tsilhouette\tprediction_error", 0), 0u) << line;
   std::vector<std::vector<double>> rows;
   while (std::getline(in, line)) {
     std::istringstream ls(line);
@@ -294,6 +295,18 @@ TEST(Cli, KSelectionCrossValidatesByBothRoutes) {
   for (size_t r = 0; r < 2; ++r) {
     EXPECT_EQ(table->cv_prediction_error[r], stats.at(std::int64_t(r), 4)) << "k " << table->k[r];
     EXPECT_EQ(table->cv_prediction_error_sd[r], stats.at(std::int64_t(r), 5));
+  }
+  // the figure: the cross-validation panel below, its table with the cv_ columns
+  {
+    const fs::path png = tmp.path() / "run.k_selection.png";
+    const auto shown = embedded_table(png.string());
+    ASSERT_EQ(shown.size(), 2u);
+    ASSERT_EQ(shown[0].size(), 6u);
+    EXPECT_EQ(shown[1][4], table->cv_prediction_error[1]);
+    cairo_surface_t* s = cairo_image_surface_create_from_png(png.string().c_str());
+    ASSERT_EQ(cairo_surface_status(s), CAIRO_STATUS_SUCCESS);
+    EXPECT_EQ(cairo_image_surface_get_height(s), 1600);
+    cairo_surface_destroy(s);
   }
   // without --cross-validate the table has cNMF's four columns and no cross-validation
   ASSERT_EQ(cli::run({"knmf", "k-selection", "--results", results.string()}), 0);

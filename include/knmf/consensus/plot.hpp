@@ -9,6 +9,7 @@
 /// (temporary file + rename) and carries its data in a tEXt chunk (keyword
 /// `knmf:data`, tab-separated), so a figure can be checked against the table it shows.
 
+#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
@@ -24,14 +25,24 @@ struct KSelectionPlotLayout {
   std::vector<std::pair<double, double>> stability_points;  ///< one per row, in row order
   std::vector<std::pair<double, double>> error_points;
   double left = 0, right = 0, top = 0, bottom = 0;          ///< the plot area
+  /// With the bi-cross-validation's columns: its panel below (the same x), its points, and
+  /// the x of the chosen k's line (NaN without one).
+  double cv_top = 0, cv_bottom = 0;
+  std::vector<std::pair<double, double>> cv_points;
+  double cv_chosen_x = std::numeric_limits<double>::quiet_NaN();
 };
 
 /// cNMF's `k_selection.png`: 6 x 4 inches at 250 dpi (1500 x 1000 pixels); stability
 /// (silhouette) in blue on the left axis, prediction error in red on the right axis, k on
 /// the x axis, markers joined by lines, a grid. Rows with a NaN silhouette are left out of
 /// the stability line. InputError when `rows` is empty or the file cannot be written.
+/// Rows with the bi-cross-validation's columns (cv_prediction_error finite) add a panel
+/// below, 1500 x 600 pixels more: the mean relative prediction error per k with bars of one
+/// standard deviation, and a dashed line at `cv_chosen_k` (0: none); the embedded table then
+/// has the two cv_ columns too.
 KSelectionPlotLayout write_k_selection_plot(const std::string& path,
-                                            const std::vector<KSelectionRow>& rows);
+                                            const std::vector<KSelectionRow>& rows,
+                                            int cv_chosen_k = 0);
 
 /// Inputs of the clustering figure of one k.
 struct ClusteringFigure {
