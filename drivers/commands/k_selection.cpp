@@ -129,6 +129,7 @@ private:
       t.mean = r.cv_prediction_error;
       t.sd = r.cv_prediction_error_sd;
       t.std_error = t.sd / std::sqrt(count);
+      t.errors = r.cv_errors;
       table.push_back(t);
     }
     return consensus::choose_k(table, one_se_);

@@ -372,6 +372,7 @@ void add_cross_validation(const ExecSpace& space, std::vector<KSelectionRow>& ro
   for (size_t i = 0; i < rows.size(); ++i) {
     rows[i].cv_prediction_error = table[i].mean;
     rows[i].cv_prediction_error_sd = table[i].sd;
+    rows[i].cv_errors = table[i].errors;
   }
 }
 }  // namespace

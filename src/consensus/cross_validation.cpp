@@ -351,10 +351,28 @@ int choose_k(const std::vector<CrossValidationK>& table, bool one_std_error) {
   for (size_t i = 1; i < table.size(); ++i)
     if (table[i].mean < table[best].mean) best = i;
   if (!one_std_error) return table[best].k;
-  const double limit = table[best].mean + table[best].std_error;
-  int k = table[best].k;
-  for (const auto& row : table)
-    if (row.mean <= limit && row.k < k) k = row.k;
+  const auto& b = table[best];
+  int k = b.k;
+  for (const auto& row : table) {
+    if (row.k >= k) continue;
+    bool within = false;
+    if (row.errors.size() == b.errors.size() && row.errors.size() > 1) {
+      // paired: the same blocks and replicates' seeds, so what they share cancels
+      const double m = double(row.errors.size());
+      double mean = 0.0;
+      for (size_t i = 0; i < row.errors.size(); ++i) mean += row.errors[i] - b.errors[i];
+      mean /= m;
+      double var = 0.0;
+      for (size_t i = 0; i < row.errors.size(); ++i) {
+        const double d = row.errors[i] - b.errors[i] - mean;
+        var += d * d;
+      }
+      within = mean <= std::sqrt(var / (m - 1)) / std::sqrt(m);
+    } else {
+      within = row.mean <= b.mean + b.std_error;
+    }
+    if (within) k = row.k;
+  }
   return k;
 }
 

@@ -130,6 +130,22 @@ TEST(CrossValidation, ChooseK) {
   EXPECT_EQ(choose_k(t), 4);
   EXPECT_EQ(choose_k(t, true), 3) << "the smallest k within one standard error";
   EXPECT_EQ(choose_k({}), 0);
+  // paired: k = 3 is above k = 4 in every block by more than the differences' scatter (its
+  // unpaired spread would have let it through), k = 2 is not
+  t[0].errors = {0.50, 0.60, 0.40, 0.50};
+  t[1].errors = {0.30, 0.31, 0.29, 0.30};
+  t[2].errors = {0.28, 0.30, 0.28, 0.30};
+  t[3].errors = {0.31, 0.31, 0.31, 0.31};
+  for (auto& r : t) {
+    double m = 0.0;
+    for (double e : r.errors) m += e / 4.0;
+    r.mean = m;
+  }
+  EXPECT_EQ(choose_k(t), 4);
+  EXPECT_EQ(choose_k(t, true), 4) << "3 is 0.01 above 4 in every block: not within";
+  t[1].errors = {0.27, 0.33, 0.27, 0.31};  // the same mean, 0.295, now scattered around 4's
+  t[1].mean = 0.295;
+  EXPECT_EQ(choose_k(t, true), 3);
 }
 
 TEST(CrossValidation, OptionErrorsNameTheOption) {

@@ -72,6 +72,7 @@ struct KSelectionRow {
   /// prediction error of the held-out blocks and its standard deviation; NaN otherwise.
   double cv_prediction_error = std::numeric_limits<double>::quiet_NaN();
   double cv_prediction_error_sd = std::numeric_limits<double>::quiet_NaN();
+  std::vector<double> cv_errors = {};  ///< each held-out block's and replicate's (CrossValidationK)
 };
 
 /// cNMF's k-selection statistics: for every k, the unfiltered clustering of all replicate

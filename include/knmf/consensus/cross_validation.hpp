@@ -84,7 +84,9 @@ std::vector<CrossValidationK> cross_validate(const ExecSpace& space, const RowSo
                                              const CrossValidationOptions& cv);
 
 /// The k with the smallest mean prediction error; with `one_std_error`, the smallest k whose
-/// mean is within one standard error of that minimum. 0 for an empty table.
+/// mean is within one standard error of that minimum: of the paired differences to it when
+/// both rows have their `errors` (block by block, the same blocks and seeds), else of the
+/// minimum's own mean (std_error). 0 for an empty table.
 int choose_k(const std::vector<CrossValidationK>& table, bool one_std_error = false);
 
 }  // namespace knmf::consensus
