@@ -11,7 +11,8 @@
 // 4 nnz R k), bytes of X on the device, peak RSS. With --kernels also, per kernel and per
 // region path, seconds per iteration the same way (each path's median over the repeats of
 // its (time in run B - time in run A) / (B - A)), and "unattributed_seconds": seconds per
-// iteration minus the top-level entries (time outside every region and kernel). The timings
+// iteration minus the top-level entries (time outside every region and kernel), and each
+// repeat's figures ("..._by_repeat", in repeat order; 0 where a path was absent). The timings
 // are of the same runs, so seconds_per_iteration includes the callbacks' cost (a few
 // microseconds per kernel; compare a run without --kernels).
 #include <CLI/CLI.hpp>
@@ -111,7 +112,11 @@ void time_solver(const Args& a, const XMat& X, size_type nnz, double x_bytes) {
       std::map<std::string, double> d;
       for (const auto& [key, v] : m1) d[key] += v;
       for (const auto& [key, v] : m0) d[key] -= v;
-      for (const auto& [key, v] : d) out[key].push_back(v / (i1 - i0));
+      for (const auto& [key, v] : d) {
+        auto& values = out[key];
+        values.resize(size_t(rep), 0.0);  // 0 for the repeats it was absent from
+        values.push_back(v / (i1 - i0));
+      }
     };
     diff(k1.kernels, k0.kernels, kernel_per);
     diff(k1.regions, k0.regions, region_per);
@@ -123,7 +128,7 @@ void time_solver(const Args& a, const XMat& X, size_type nnz, double x_bytes) {
     auto object = [&](std::map<std::string, std::vector<double>>& m) {
       std::string out = "{";
       for (auto& [key, v] : m) {
-        while (v.size() < size_t(a.repeats)) v.push_back(0.0);  // absent from some repeats
+        v.resize(size_t(a.repeats), 0.0);  // absent from the last repeats
         const double med = median<T>(v);
         if (key.find('/') == std::string::npos) top += med;
         char buf[32];
@@ -132,11 +137,30 @@ void time_solver(const Args& a, const XMat& X, size_type nnz, double x_bytes) {
       }
       return out + "}";
     };
+    // each repeat's values too: a path's exclusive time (a region less its children) is
+    // then the difference of one repeat's figures, not of medians taken apart
+    auto array = [](const std::vector<double>& v) {
+      std::string out = "[";
+      for (size_t i = 0; i < v.size(); ++i) {
+        char buf[32];
+        std::snprintf(buf, sizeof buf, "%s%.6g", i ? ", " : "", v[i]);
+        out += buf;
+      }
+      return out + "]";
+    };
+    auto by_repeat = [&](const std::map<std::string, std::vector<double>>& m) {
+      std::string out = "{";
+      for (const auto& [key, v] : m)
+        out += (out.size() > 1 ? ", " : "") + bench::json_string(key) + ": " + array(v);
+      return out + "}";
+    };
     const std::string kj = object(kernel_per), rj = object(region_per);
     char buf[64];
     std::snprintf(buf, sizeof buf, "%.6g", s - top);
     kernel_json = ", \"kernel_seconds\": " + kj + ", \"region_seconds\": " + rj +
-                  ", \"unattributed_seconds\": " + buf;
+                  ", \"unattributed_seconds\": " + buf + ", \"kernel_seconds_by_repeat\": " +
+                  by_repeat(kernel_per) + ", \"region_seconds_by_repeat\": " +
+                  by_repeat(region_per) + ", \"seconds_per_iteration_by_repeat\": " + array(per);
   }
   const bool dense = a.format.find("dense") != std::string::npos;
   const double flops = 4.0 * double(a.R) * a.k * (dense ? double(a.n) * double(a.g) : double(nnz));
