@@ -3,11 +3,12 @@
 //
 //   knmf_bench_machine [--quick] [--isa avx2|scalar]
 //
-// * Bandwidth, STREAM-like, over a sweep of footprints (the three arrays together, 6 MiB to
-//   3 GiB, the largest far beyond the last-level cache): triad a[i] = b[i] + s c[i] counted as
-//   3 x 8 bytes per element (STREAM's count: the write-allocate read of a is not counted),
-//   copy a[i] = b[i] (2 x 8) and read sum += a[i] (1 x 8), doubles; median and best of the
-//   repeats. Every array is first touched by the thread that later streams it.
+// * Bandwidth, STREAM-like, over a sweep of footprints (the three arrays together, 1.5 MiB to
+//   1.5 GiB, x4 apart; --quick: to 384 MiB), the largest far beyond the last-level cache:
+//   triad a[i] = b[i] + s c[i] counted as 3 x 8 bytes per element (STREAM's count: the
+//   write-allocate read of a is not counted), copy a[i] = b[i] (2 x 8) and read sum += a[i]
+//   (1 x 8), doubles; median and best of the repeats. Every array is first touched by the
+//   thread that later streams it.
 // * Arithmetic peak, in double and float: each thread runs 16 independent multiply-add chains
 //   of the widest vectors this CPU has (AVX-512, else AVX2, else scalar; --isa: narrower ones),
 //   in registers, once as a separate multiply and add (what knmf's kernels compile to: it
@@ -242,9 +243,9 @@ int main(int argc, char** argv) {
   const char* coretype = std::getenv("OPENBLAS_CORETYPE");
   std::printf("{\"cpu\": \"%s\", \"threads\": %d, \"openblas_coretype\": \"%s\", ",
               cpu_model().c_str(), Space().concurrency(), coretype ? coretype : "");
-  // footprints (three arrays of doubles) from 6 MiB to 3 GiB, x4 apart
+  // footprints (three arrays of doubles) from 1.5 MiB to 1.5 GiB, x4 apart
   std::vector<std::int64_t> sizes;
-  for (std::int64_t n = std::int64_t(1) << 18; n <= (std::int64_t(1) << (quick ? 24 : 27)); n *= 4)
+  for (std::int64_t n = std::int64_t(1) << 16; n <= (std::int64_t(1) << (quick ? 24 : 27)); n *= 4)
     sizes.push_back(n);
   std::printf("\"bandwidth_gbs\": [");
   for (size_t i = 0; i < sizes.size(); ++i) {
