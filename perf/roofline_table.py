@@ -6,8 +6,8 @@ perf/gpu_projection.py, this CPU's figures from knmf_bench_machine).
   perf/roofline_table.py [perf/results/roofline_before]
 
 Reads FOLDER/machine.json (one knmf_bench_machine object), FOLDER/iterations.jsonl
-(knmf_bench_iteration --kernels lines, each with a "case" name) and FOLDER/context.json;
-prints markdown. Nothing is typed in: every figure comes from those files and the model.
+(knmf_bench_iteration --kernels lines, each with a "case" name; a case run twice: its last
+line), FOLDER/context.json and context_end.json; prints markdown. Nothing is typed in: every figure comes from those files and the model.
 
 The measured kernels are mapped onto the model's by their profiling path: under
 knmf::{mu,cd}::update_W the Gram (knmf::gram::*) is H H^T, the product (knmf::spmm_gather*,
@@ -32,6 +32,9 @@ def load(folder):
     machine = json.load(open(os.path.join(folder, "machine.json")))
     context_path = os.path.join(folder, "context.json")
     context = json.load(open(context_path)) if os.path.exists(context_path) else {}
+    end_path = os.path.join(folder, "context_end.json")
+    if os.path.exists(end_path):
+        context.update(json.load(open(end_path)))
     rows = [json.loads(l) for l in open(os.path.join(folder, "iterations.jsonl")) if l.strip()]
     return machine, context, rows
 
@@ -131,17 +134,20 @@ def series_key(row):
     return (fmt, row["dtype"], row["solver"], row["R"] * row["k"], row["R"], row["k"])
 
 
-def machine_table(figures, context):
-    print(f"Machine: {figures['cpu']} ({context.get('lscpu_model', '')}), "
-          f"{figures['threads']} threads (Kokkos OpenMP), L2 {context.get('l2', '?')}, "
-          f"L3 {context.get('l3', '?')}; OPENBLAS_CORETYPE={figures['openblas_coretype'] or '(unset)'}; "
-          f"{context.get('knmf', '')}; load at start {context.get('load', '?')}.\n")
+def machine_table(figures, context, rows):
+    blas = sorted({r.get("blas", "?") for r in rows})
+    print(f"Machine: {figures['cpu']}, {figures['threads']} threads (Kokkos OpenMP), "
+          f"L2 {context.get('l2', '?')}, L3 {context.get('l3', '?')}; "
+          f"OPENBLAS_CORETYPE={figures['openblas_coretype'] or '(unset)'}, OpenBLAS kernels "
+          f"{', '.join(blas)} (knmf's choice); {context.get('knmf', '')}; measured "
+          f"{context.get('date', '?')} to {context.get('date_end', '?')}, load average at start "
+          f"{context.get('load', '?')}, at end {context.get('load_end', '?')}.\n")
     print("| footprint (3 arrays) | triad GB/s median (best) | copy GB/s median (best) | read GB/s median (best) |")
     print("|---|---|---|---|")
     for b in figures["bandwidth_gbs"]:
         mib = b["footprint_bytes"] / 2**20
         cells = [f"{b[v]['median']:.1f} ({b[v]['best']:.1f})" for v in ("triad", "copy", "read")]
-        print(f"| {mib:,.0f} MiB | " + " | ".join(cells) + " |")
+        print(f"| {mib:,.{1 if mib < 10 else 0}f} MiB | " + " | ".join(cells) + " |")
     pk = figures["peak_gflops"]
     print(f"\n| arithmetic peak ({figures['peak_isa']}, {figures['peak_chains']} chains per thread, "
           "all threads) | GFLOP/s median (best) |")
@@ -250,7 +256,7 @@ def pinned(rows, machine, figures):
 def main(folder):
     figures, context, rows = load(folder)
     machine = model.cpu_machine(figures)
-    machine_table(figures, context)
+    machine_table(figures, context, rows)
     series_tables(rows, machine)
     pinned(rows, machine, figures)
 
