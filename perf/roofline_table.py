@@ -3,11 +3,14 @@
 (knmf_bench_iteration --kernels), against their roofline bounds on this CPU (the model in
 perf/gpu_projection.py, this CPU's figures from knmf_bench_machine).
 
-  perf/roofline_table.py [perf/results/roofline_before]
+  perf/roofline_table.py [FOLDER...]      (default perf/results/roofline_before)
 
 Reads FOLDER/machine.json (one knmf_bench_machine object), FOLDER/iterations.jsonl
-(knmf_bench_iteration --kernels lines, each with a "case" name; a case run twice: its last
-line), FOLDER/context.json and context_end.json; prints markdown. Nothing is typed in: every figure comes from those files and the model.
+(knmf_bench_iteration --kernels lines, each with a "case" name), FOLDER/context.json and
+context_end.json; prints markdown. A case run several times (in one folder, or in several
+folders: passes of perf/roofline.sh): the repeats of every run pooled (merge()); the machine
+figures of the first folder. Nothing is typed in: every figure comes from those files and
+the model.
 
 The measured kernels are mapped onto the model's by their profiling path: under
 knmf::{mu,cd}::update_W the Gram (knmf::gram::*) is H H^T, the product (knmf::spmm_gather*,
@@ -109,6 +112,26 @@ def measured_by_kernel(row):
     return {k: st.median(r.get(k, 0.0) for r in reps) for k in keys}
 
 
+def merge(rows):
+    """One line of a case run several times: every run's repeats pooled (the per-path
+    "..._by_repeat" arrays side by side, 0 where a run lacked a path) and the iteration time the
+    median of all of them. A single line, or lines without per-repeat figures: the last."""
+    if len(rows) == 1 or any("kernel_seconds_by_repeat" not in r for r in rows):
+        return rows[-1]
+    out = dict(rows[-1])
+    per = [v for r in rows for v in r["seconds_per_iteration_by_repeat"]]
+    for field in ("kernel_seconds_by_repeat", "region_seconds_by_repeat"):
+        paths = {p for r in rows for p in r[field]}
+        out[field] = {p: [v for r in rows for v in
+                          r[field].get(p, [0.0] * len(r["seconds_per_iteration_by_repeat"]))]
+                      for p in paths}
+    out["seconds_per_iteration_by_repeat"] = per
+    out["seconds_per_iteration"] = st.median(per)
+    out["repeats"] = len(per)
+    out["runs"] = len(rows)
+    return out
+
+
 def short(name):
     """iteration_kernels' name without its parenthesis (the key classify() gives)."""
     return name.split(" (")[0]
@@ -167,11 +190,12 @@ def series_tables(rows, machine):
         series.setdefault(series_key(r), []).append(r)
     for key in sorted(series, key=lambda k: (k[0] != "sparse 5%", k[1] != "float", k[2], k[3])):
         fmt, dtype, solver, rk, R, k = key
-        # one column per n (several runs of one case: the last, a rerun supersedes)
-        last = {}
+        # one column per n (a case run several times, in one folder or in several passes:
+        # its repeats pooled, merge())
+        by_n = {}
         for r in series[key]:
-            last[r["n"]] = r
-        cases = [last[n] for n in sorted(last)]
+            by_n.setdefault(r["n"], []).append(r)
+        cases = [merge(by_n[n]) for n in sorted(by_n)]
         print(f"\n**{fmt}, {'fp32' if dtype == 'float' else 'fp64'}, {solver.upper()}, "
               f"R·k = {rk} (R = {R}, k = {k}), g = {cases[0]['g']:,}**: per kernel, seconds per "
               "iteration measured / bound = bound as a fraction of measured (B: bytes-bound, "
@@ -220,7 +244,7 @@ def pinned(rows, machine, figures):
     if not match:
         print("\n(no pinned case in these results)")
         return
-    r = match[-1]
+    r = merge(match)
     bnd = bounds(r, machine)
     tb = sum(b[1] for b in bnd)
     t = r["seconds_per_iteration"]
@@ -231,7 +255,7 @@ def pinned(rows, machine, figures):
                                                   b[0]["fma"])) for b in bnd)
     print(f"\n**The pinned case** (1,000,000 x 2,000, 5% stored: nnz = {r['nnz']:,}; fp32, MU, "
           f"R·k = 80): {fmt_s(t)} per iteration measured (median of {r.get('repeats', 3)} "
-          f"repeats of --iters {r.get('iters', '1,3')}); the bound {fmt_s(tb)} "
+          f"repeats of --iters {r.get('iters', '1,3')} in {r.get('runs', 1)} run(s)); the bound {fmt_s(tb)} "
           f"(every kernel's data from main memory at {main * 1e-9:.1f} GB/s: {fmt_s(t_main)}); "
           f"the iteration runs at **{tb / t:.0%} of its bound** ({t / tb:.1f}x above it). "
           f"Per non-zero and R·k: {t / (r['nnz'] * 80) * 1e12:.3g} ps measured, "
@@ -253,14 +277,25 @@ def pinned(rows, machine, figures):
     print("| **iteration** | " + " | ".join(f"**{fmt_s(t)}**" for t in totals) + " |")
 
 
-def main(folder):
-    figures, context, rows = load(folder)
+def main(folders):
+    passes = [load(f) for f in folders]
+    figures, context, _ = passes[0]
+    rows = [r for _, _, rs in passes for r in rs]
     machine = model.cpu_machine(figures)
     machine_table(figures, context, rows)
+    for f, (fig, ctx, _) in zip(folders[1:], passes[1:]):
+        pk = fig["peak_gflops"]
+        print(f"\nAnother pass ({os.path.basename(f.rstrip('/'))}, {ctx.get('date', '?')}, load "
+              f"{ctx.get('load', '?')} to {ctx.get('load_end', '?')}): main-memory triad "
+              f"{fig['bandwidth_gbs'][-1]['triad']['median']:.1f} GB/s, peaks "
+              f"{pk['double_muladd']['median']:.1f} / {pk['double_fma']['median']:.1f} (double) and "
+              f"{pk['float_muladd']['median']:.1f} / {pk['float_fma']['median']:.1f} (float) GFLOP/s "
+              "multiply + add / FMA; the model uses the first pass's figures, the timings below pool "
+              "the repeats of every pass.")
     series_tables(rows, machine)
     pinned(rows, machine, figures)
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else
-         os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "roofline_before"))
+    main(sys.argv[1:] or
+         [os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "roofline_before")])
