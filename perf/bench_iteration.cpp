@@ -5,19 +5,28 @@
 //       [--format dense|sparse|streamed-dense|streamed-sparse] [--blocks B] [--solver mu|cd]
 //       [--iters A,B] [--repeats N] [--beta-loss frobenius|kullback-leibler|NUMBER]
 //       [--dense-genes D]   (the first D genes present in every cell: long rows of X^T)
+//       [--kernels]         (time per kernel and per profiling region, kernel_times.hpp)
 // Prints one JSON object: seconds per iteration (median over repeats of (t(B) - t(A)) / (B - A),
 // so init and copies cancel), GFLOP/s of the two products (dense: 4 n g R k; sparse:
-// 4 nnz R k), bytes of X on the device, peak RSS.
+// 4 nnz R k), bytes of X on the device, peak RSS. With --kernels also, per kernel and per
+// region path, seconds per iteration the same way (each path's median over the repeats of
+// its (time in run B - time in run A) / (B - A)), and "unattributed_seconds": seconds per
+// iteration minus the top-level entries (time outside every region and kernel), and each
+// repeat's figures ("..._by_repeat", in repeat order; 0 where a path was absent). The timings
+// are of the same runs, so seconds_per_iteration includes the callbacks' cost (a few
+// microseconds per kernel; compare a run without --kernels).
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
 #include <random>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "bench_common.hpp"
+#include "kernel_times.hpp"
 #include "knmf/core/runtime.hpp"
 #include "knmf/matrix/csr_matrix.hpp"
 #include "knmf/matrix/streamed_matrix.hpp"
@@ -34,6 +43,7 @@ struct Args {
   std::string beta_loss = "frobenius";
   int blocks = 4, repeats = 3;
   size_type dense_genes = 0;
+  bool kernels = false;
 };
 
 /// Row i of a synthetic X: about density * g entries at random columns, values from 10
@@ -86,18 +96,82 @@ void time_solver(const Args& a, const XMat& X, size_type nnz, double x_bytes) {
     return t.seconds();
   };
   std::vector<double> per;
-  for (int rep = 0; rep < a.repeats; ++rep) per.push_back((run(i1) - run(i0)) / (i1 - i0));
+  // --kernels: per path, (time in run(i1) - time in run(i0)) / (i1 - i0) of each repeat
+  std::map<std::string, std::vector<double>> kernel_per, region_per;
+  if (a.kernels) bench::install_kernel_timer();
+  for (int rep = 0; rep < a.repeats; ++rep) {
+    (void)bench::take_kernel_times();
+    const double t1 = run(i1);
+    const bench::KernelTimes k1 = bench::take_kernel_times();
+    const double t0 = run(i0);
+    const bench::KernelTimes k0 = bench::take_kernel_times();
+    per.push_back((t1 - t0) / (i1 - i0));
+    if (!a.kernels) continue;
+    auto diff = [&](const std::map<std::string, double>& m1, const std::map<std::string, double>& m0,
+                    std::map<std::string, std::vector<double>>& out) {
+      std::map<std::string, double> d;
+      for (const auto& [key, v] : m1) d[key] += v;
+      for (const auto& [key, v] : m0) d[key] -= v;
+      for (const auto& [key, v] : d) {
+        auto& values = out[key];
+        values.resize(size_t(rep), 0.0);  // 0 for the repeats it was absent from
+        values.push_back(v / (i1 - i0));
+      }
+    };
+    diff(k1.kernels, k0.kernels, kernel_per);
+    diff(k1.regions, k0.regions, region_per);
+  }
   const double s = median<T>(per);
+  std::string kernel_json;
+  if (a.kernels) {
+    double top = 0.0;
+    auto object = [&](std::map<std::string, std::vector<double>>& m) {
+      std::string out = "{";
+      for (auto& [key, v] : m) {
+        v.resize(size_t(a.repeats), 0.0);  // absent from the last repeats
+        const double med = median<T>(v);
+        if (key.find('/') == std::string::npos) top += med;
+        char buf[32];
+        std::snprintf(buf, sizeof buf, "%.6g", med);
+        out += (out.size() > 1 ? ", " : "") + bench::json_string(key) + ": " + buf;
+      }
+      return out + "}";
+    };
+    // each repeat's values too: a path's exclusive time (a region less its children) is
+    // then the difference of one repeat's figures, not of medians taken apart
+    auto array = [](const std::vector<double>& v) {
+      std::string out = "[";
+      for (size_t i = 0; i < v.size(); ++i) {
+        char buf[32];
+        std::snprintf(buf, sizeof buf, "%s%.6g", i ? ", " : "", v[i]);
+        out += buf;
+      }
+      return out + "]";
+    };
+    auto by_repeat = [&](const std::map<std::string, std::vector<double>>& m) {
+      std::string out = "{";
+      for (const auto& [key, v] : m)
+        out += (out.size() > 1 ? ", " : "") + bench::json_string(key) + ": " + array(v);
+      return out + "}";
+    };
+    const std::string kj = object(kernel_per), rj = object(region_per);
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.6g", s - top);
+    kernel_json = ", \"kernel_seconds\": " + kj + ", \"region_seconds\": " + rj +
+                  ", \"unattributed_seconds\": " + buf + ", \"kernel_seconds_by_repeat\": " +
+                  by_repeat(kernel_per) + ", \"region_seconds_by_repeat\": " +
+                  by_repeat(region_per) + ", \"seconds_per_iteration_by_repeat\": " + array(per);
+  }
   const bool dense = a.format.find("dense") != std::string::npos;
   const double flops = 4.0 * double(a.R) * a.k * (dense ? double(a.n) * double(a.g) : double(nnz));
   std::printf(
       "{\"n\": %lld, \"g\": %lld, \"density\": %.4f, \"nnz\": %lld, \"R\": %d, \"k\": %d, "
-      "\"dense_genes\": %lld, \"dtype\": \"%s\", \"format\": \"%s\", \"solver\": \"%s\", \"beta_loss\": \"%s\", \"blocks\": %d, "
+      "\"dense_genes\": %lld, \"iters\": \"%s\", \"repeats\": %d, \"dtype\": \"%s\", \"format\": \"%s\", \"solver\": \"%s\", \"beta_loss\": \"%s\", \"blocks\": %d, "
       "\"seconds_per_iteration\": %.6g, \"gflops\": %.4g, \"x_device_bytes\": %.0f, "
-      "\"peak_rss_bytes\": %.0f, \"threads\": %d, \"blas\": \"%s\"}\n",
+      "\"peak_rss_bytes\": %.0f, \"threads\": %d, \"blas\": \"%s\"%s}\n",
       (long long)a.n, (long long)a.g, double(nnz) / (double(a.n) * a.g), (long long)nnz, a.R,
-      a.k, (long long)a.dense_genes, a.dtype.c_str(), a.format.c_str(), a.solver.c_str(), a.beta_loss.c_str(), a.blocks, s, flops / s * 1e-9,
-      x_bytes, bench::peak_rss_bytes(), concurrency(), blas_core().c_str());
+      a.k, (long long)a.dense_genes, a.iters.c_str(), a.repeats, a.dtype.c_str(), a.format.c_str(), a.solver.c_str(), a.beta_loss.c_str(), a.blocks, s, flops / s * 1e-9,
+      x_bytes, bench::peak_rss_bytes(), concurrency(), blas_core().c_str(), kernel_json.c_str());
 }
 
 template <class T>
@@ -199,6 +273,7 @@ int main(int argc, char** argv) {
   app.add_option("--blocks", a.blocks);
   app.add_option("--repeats", a.repeats);
   app.add_option("--dense-genes", a.dense_genes, "the first D genes in every cell");
+  app.add_flag("--kernels", a.kernels, "time per kernel and per profiling region");
   CLI11_PARSE(app, argc, argv);
   if (a.dtype == "double")
     run<double>(a);
