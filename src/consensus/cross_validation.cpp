@@ -10,18 +10,10 @@
 #include "knmf/core/error.hpp"
 #include "knmf/matrix/csr_matrix.hpp"
 #include "knmf/solver/nmf.hpp"
+#include "consensus/detail/refit.hpp"
 
 namespace knmf::consensus {
 namespace bcv {  // (named: the consensus sources compile as one unity batch)
-
-/// A CSR matrix in host memory, the rows and columns of X a block selects.
-struct HostCsr {
-  size_type rows = 0, cols = 0;
-  std::vector<size_type> offsets{0};
-  std::vector<ordinal_type> index;
-  std::vector<double> values;
-  double norm2 = 0.0;  ///< sum of squared values
-};
 
 /// The positions of the items of fold `f` (in == true) or of every other fold (in == false),
 /// and each item's position in that selection (-1 outside it).
@@ -40,53 +32,21 @@ Selection select(const std::vector<int>& folds, int f, bool in) {
   return s;
 }
 
-/// X[rows, cols] as CSR; transposed (cols x rows, each row in increasing row order) when
-/// `transpose`.
-HostCsr submatrix(const io::CsrBlock<double>& X, const Selection& rows, const Selection& cols,
-                  bool transpose) {
-  HostCsr m;
-  m.rows = size_type(transpose ? cols.items.size() : rows.items.size());
-  m.cols = size_type(transpose ? rows.items.size() : cols.items.size());
-  if (!transpose) {
-    for (std::int64_t i : rows.items) {
-      for (auto p = X.row_offsets[size_t(i)]; p < X.row_offsets[size_t(i) + 1]; ++p) {
-        const std::int64_t c = cols.position[size_t(X.cols[size_t(p)])];
-        if (c < 0) continue;
-        m.index.push_back(ordinal_type(c));
-        m.values.push_back(X.values[size_t(p)]);
-      }
-      m.offsets.push_back(size_type(m.values.size()));
+/// X[rows, cols] as CSR (columns renumbered in their order in X).
+detail::HostCsr submatrix(const io::CsrBlock<double>& X, const Selection& rows, const Selection& cols) {
+  detail::HostCsr m;
+  m.rows = size_type(rows.items.size());
+  m.cols = size_type(cols.items.size());
+  for (std::int64_t i : rows.items) {
+    for (auto p = X.row_offsets[size_t(i)]; p < X.row_offsets[size_t(i) + 1]; ++p) {
+      const std::int64_t c = cols.position[size_t(X.cols[size_t(p)])];
+      if (c < 0) continue;
+      m.index.push_back(ordinal_type(c));
+      m.values.push_back(X.values[size_t(p)]);
     }
-  } else {
-    std::vector<size_type> count(size_t(m.rows) + 1, 0);
-    for (std::int64_t i : rows.items)
-      for (auto p = X.row_offsets[size_t(i)]; p < X.row_offsets[size_t(i) + 1]; ++p) {
-        const std::int64_t c = cols.position[size_t(X.cols[size_t(p)])];
-        if (c >= 0) ++count[size_t(c) + 1];
-      }
-    m.offsets.assign(size_t(m.rows) + 1, 0);
-    for (size_type r = 0; r < m.rows; ++r) m.offsets[size_t(r) + 1] = m.offsets[size_t(r)] + count[size_t(r) + 1];
-    m.index.resize(size_t(m.offsets.back()));
-    m.values.resize(size_t(m.offsets.back()));
-    std::vector<size_type> fill(m.offsets.begin(), m.offsets.end() - 1);
-    for (size_t ri = 0; ri < rows.items.size(); ++ri) {
-      const std::int64_t i = rows.items[ri];
-      for (auto p = X.row_offsets[size_t(i)]; p < X.row_offsets[size_t(i) + 1]; ++p) {
-        const std::int64_t c = cols.position[size_t(X.cols[size_t(p)])];
-        if (c < 0) continue;
-        const size_type at = fill[size_t(c)]++;
-        m.index[size_t(at)] = ordinal_type(ri);
-        m.values[size_t(at)] = X.values[size_t(p)];
-      }
-    }
+    m.offsets.push_back(size_type(m.values.size()));
   }
-  for (double v : m.values) m.norm2 += v * v;
   return m;
-}
-
-CsrMatrix<double> to_device(const ExecSpace& space, const HostCsr& m, const std::string& name) {
-  return CsrMatrix<double>::from_host(space, m.rows, m.cols, m.offsets.data(), m.index.data(),
-                                      m.values.data(), name);
 }
 
 /// splitmix64: the replicates' seeds from the run's seed, k, the block and the replicate.
@@ -118,10 +78,12 @@ double divergence(double x, double y, double beta) {
 
 /// The relative prediction error of C (|I| x |J|, CSR) by W_I (|I| x k) H_J (k x |J|, given as
 /// its transpose Ht: |J| x k), both row-major.
-double prediction_error(const HostCsr& C, const std::vector<double>& W, const std::vector<double>& Ht,
+double prediction_error(const detail::HostCsr& C, const std::vector<double>& W, const std::vector<double>& Ht,
                         int k, double beta) {
   const size_type ni = C.rows, nj = C.cols;
   if (beta == 2.0) {
+    double norm2 = 0.0;
+    for (double v : C.values) norm2 += v * v;
     // ||C - M||^2 = ||C||^2 - 2 <C, M> + <W^T W, H H^T> (the error identity)
     double cross = 0.0;
     for (size_type i = 0; i < ni; ++i)
@@ -140,8 +102,8 @@ double prediction_error(const HostCsr& C, const std::vector<double>& W, const st
         for (int t = 0; t < k; ++t) gh[size_t(s * k + t)] += Ht[size_t(j * k + s)] * Ht[size_t(j * k + t)];
     double wh = 0.0;
     for (size_t e = 0; e < gw.size(); ++e) wh += gw[e] * gh[e];
-    const double sq = std::max(0.0, C.norm2 - 2.0 * cross + wh);
-    return C.norm2 > 0.0 ? sq / C.norm2 : 0.0;
+    const double sq = std::max(0.0, norm2 - 2.0 * cross + wh);
+    return norm2 > 0.0 ? sq / norm2 : 0.0;
   }
   // another loss: every entry of the block, against the block's mean as the baseline
   double sum = 0.0;
@@ -213,7 +175,7 @@ namespace bcv {  // (named: the consensus sources compile as one unity batch)
 /// device, C = X[I,J] on the host (only the prediction error reads it).
 struct Block {
   int index = 0;  ///< a * gene_folds + b
-  HostCsr C;
+  detail::HostCsr C;
   CsrMatrix<double> D, A, Bt;
   size_type d_rows = 0;
 };
@@ -225,12 +187,12 @@ Block make_block(const ExecSpace& space, const io::CsrBlock<double>& X,
   const Selection J = select(gene_fold, b, true), notJ = select(gene_fold, b, false);
   Block blk;
   blk.index = a * gene_folds + b;
-  const HostCsr D = submatrix(X, notI, notJ, false);  // |-I| x |-J|
+  const detail::HostCsr D = submatrix(X, notI, notJ);  // |-I| x |-J|
   blk.d_rows = D.rows;
-  blk.D = to_device(space, D, "X[-I,-J]");
-  blk.A = to_device(space, submatrix(X, I, notJ, false), "X[I,-J]");      // |I| x |-J|
-  blk.Bt = to_device(space, submatrix(X, notI, J, true), "X[-I,J]^T");    // |J| x |-I|
-  blk.C = submatrix(X, I, J, false);                                       // |I| x |J|
+  blk.D = D.to_device(space, "X[-I,-J]");
+  blk.A = submatrix(X, I, notJ).to_device(space, "X[I,-J]");                    // |I| x |-J|
+  blk.Bt = submatrix(X, notI, J).transposed().to_device(space, "X[-I,J]^T");     // |J| x |-I|
+  blk.C = submatrix(X, I, J);                                                     // |I| x |J|
   return blk;
 }
 
