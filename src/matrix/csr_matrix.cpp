@@ -8,6 +8,7 @@
 
 #include "knmf/core/compat.hpp"
 #include "knmf/core/error.hpp"
+#include "knmf/core/kernel_set.hpp"
 #include "knmf/matrix/dense_matrix.hpp"
 
 namespace knmf {
@@ -152,6 +153,32 @@ detail::GatherSegments long_row_segments(const ExecSpace& space,
   return detail::GatherSegments::build(h.data(), rows);
 }
 
+/// The cell-block table of a CSC graph (CsrMatrix::xt_cell_blocks): one thread per gene
+/// walks its entries (cells in order) once.
+Kokkos::View<size_type*, MemSpace> cell_block_table(const ExecSpace& space,
+                                                    const Kokkos::View<size_type*, MemSpace>& t_map,
+                                                    const Kokkos::View<ordinal_type*, MemSpace>& t_rows,
+                                                    size_type n, size_type g) {
+  constexpr size_type B = detail::gather_cell_block;
+  if (!host_tuned_kernels || n <= B) return {};
+  const size_type blocks = (n + B - 1) / B;
+  Kokkos::View<size_type*, MemSpace> table(
+      Kokkos::view_alloc(space, Kokkos::WithoutInitializing, "knmf::Xt::cell_blocks"),
+      (blocks + 1) * g);
+  Kokkos::parallel_for(
+      "knmf::Xt::cell_blocks", Policy64(space, 0, g), KOKKOS_LAMBDA(const size_type j) {
+        size_type p = t_map(j);
+        const size_type end = t_map(j + 1);
+        for (size_type b = 0; b < blocks; ++b) {
+          table(b * g + j) = p;
+          while (p < end && size_type(t_rows(p)) < (b + 1) * B) ++p;
+        }
+        table(blocks * g + j) = end;
+      });
+  space.fence();
+  return table;
+}
+
 }  // namespace
 
 template <class T>
@@ -196,6 +223,7 @@ void CsrMatrix<T>::finalize(const std::string& source, size_type chunk, bool all
   xt_ = crs_type("knmf::Xt", ordinal_type(g_), ordinal_type(n_), nnz_, t_vals, t_map, t_rows);
   x_segments_ = long_row_segments(space_, row_map_, n_);
   xt_segments_ = long_row_segments(space_, t_map, g_);
+  xt_blocks_ = cell_block_table(space_, t_map, t_rows, n_, g_);
 }
 
 template class CsrMatrix<float>;

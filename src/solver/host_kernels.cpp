@@ -102,7 +102,8 @@ template <class T, int VW, int NV>
 }
 
 template <class T, int VW, int NV>
-[[gnu::always_inline]] inline void gather_impl(const std::int64_t* __restrict__ row_map, std::int64_t base,
+[[gnu::always_inline]] inline void gather_impl(const std::int64_t* __restrict__ row_begin,
+                        const std::int64_t* __restrict__ row_end, std::int64_t base,
                         const std::int32_t* __restrict__ entries, const T* __restrict__ values,
                         std::int64_t a0, std::int64_t a1, const T* __restrict__ in,
                         std::int64_t ld_in, T* __restrict__ out, std::int64_t ld_out,
@@ -113,11 +114,11 @@ template <class T, int VW, int NV>
   std::int64_t rb = 0;
   for (; rb + B <= rows; rb += B)
     for (std::int64_t a = a0; a < a1; ++a)
-      gather_vblock<T, VW, NV>(row_map[a] - base, row_map[a + 1] - base, entries, values, in,
+      gather_vblock<T, VW, NV>(row_begin[a] - base, row_end[a] - base, entries, values, in,
                                ld_in, out + a * ld_out, rb, accumulate);
   // the remainder (< B rows) in halving blocks: one pass per set bit of its size
   for (std::int64_t a = a0; a < a1; ++a) {
-    const std::int64_t p0 = row_map[a] - base, p1 = row_map[a + 1] - base;
+    const std::int64_t p0 = row_begin[a] - base, p1 = row_end[a] - base;
     T* __restrict__ dst = out + a * ld_out;
     std::int64_t r = rb;
     gather_vtail<T, VW, NV / 2>(p0, p1, entries, values, in, ld_in, dst, r, rows, accumulate);
@@ -194,53 +195,155 @@ template <class T>
   return viol;
 }
 
-/// MU of one slot, L columns side by side in vector lanes (each lane: the scalar kernel's
-/// operations in the same order); the cheap epilogue per value in T.
+/// The Frobenius MU value of 8 consecutive t of one column: mu_value's operations lane by
+/// lane, in T (the same IEEE operations as the scalar epilogue, so the same results).
+template <class T>
+[[gnu::always_inline]] inline void mu_values8(const double* __restrict__ den, const T* f,
+                                              const T* num, T* out, double l1, double l2,
+                                              bool add_eps, double eps) {
+  typedef T tvec __attribute__((vector_size(8 * sizeof(T)), aligned(sizeof(T))));
+  typedef double dvec __attribute__((vector_size(8 * sizeof(double)), aligned(sizeof(double))));
+  const dvec dd = *reinterpret_cast<const dvec*>(den);
+  const tvec fv = *reinterpret_cast<const tvec*>(f);
+  const tvec nv = *reinterpret_cast<const tvec*>(num);
+  tvec d = __builtin_convertvector(dd, tvec);
+  if (l1 > 0) d += T(l1);
+  if (l2 > 0) d = d + T(l2) * fv;
+  if (add_eps)
+    d += T(eps);
+  else
+    d = d == T(0) ? tvec{} + T(sklearn_epsilon) : d;
+  *reinterpret_cast<tvec*>(out) = fv * (nv / d);
+}
+
+/// MU of C columns of one slot from column i, vectorized along t: each den(t) is
+/// sum over s in order of double(F(s, i)) * G(s, t), starting from 0 (the scalar kernel's
+/// operations and order; Gp is G with rows padded to NV * 8 values by zeros), C columns side by
+/// side so that their C * NV accumulators hide the additions' latency.
+template <class T, int NV, int C>
+[[gnu::always_inline]] inline void mu_columns(const double* __restrict__ Gp, int k, const T* F,
+                                              const T* Num, T* out, std::int64_t ld,
+                                              std::int64_t row0, std::int64_t i, double l1,
+                                              double l2, bool add_eps, double eps) {
+  typedef double dvec __attribute__((vector_size(8 * sizeof(double))));
+  dvec den[C][NV];
+  for (int c = 0; c < C; ++c)
+    for (int v = 0; v < NV; ++v) den[c][v] = dvec{};
+  for (int s = 0; s < k; ++s) {
+    dvec fs[C];
+    for (int c = 0; c < C; ++c) fs[c] = dvec{} + double(F[(i + c) * ld + row0 + s]);
+    const dvec* g = reinterpret_cast<const dvec*>(Gp + std::int64_t(s) * NV * 8);
+    for (int v = 0; v < NV; ++v)
+      for (int c = 0; c < C; ++c) den[c][v] += fs[c] * g[v];
+  }
+  for (int c = 0; c < C; ++c) {
+    alignas(64) double dn[NV * 8];
+    for (int v = 0; v < NV; ++v) *reinterpret_cast<dvec*>(dn + v * 8) = den[c][v];
+    const std::int64_t e0 = (i + c) * ld + row0;
+    int t = 0;
+    for (; t + 8 <= k; t += 8)
+      mu_values8(dn + t, F + e0 + t, Num + e0 + t, out + e0 + t, l1, l2, add_eps, eps);
+    for (; t < k; ++t) out[e0 + t] = mu_value(dn[t], F[e0 + t], Num[e0 + t], l1, l2, add_eps, eps);
+  }
+}
+
+template <class T, int NV>
+[[gnu::always_inline]] inline void mu_range(const double* __restrict__ Gp, int k, const T* F,
+                                            const T* Num, T* out, std::int64_t ld,
+                                            std::int64_t row0, std::int64_t j0, std::int64_t j1,
+                                            double l1, double l2, bool add_eps, double eps) {
+  constexpr int C = NV <= 2 ? 4 : NV <= 4 ? 2 : 1;
+  std::int64_t i = j0;
+  for (; i + C <= j1; i += C)
+    mu_columns<T, NV, C>(Gp, k, F, Num, out, ld, row0, i, l1, l2, add_eps, eps);
+  for (; i < j1; ++i) mu_columns<T, NV, 1>(Gp, k, F, Num, out, ld, row0, i, l1, l2, add_eps, eps);
+}
+
+/// MU of one slot over columns [j0, j1): per column, den(t) = sum_s F(s, i) G(s, t) in double
+/// (s in order) and the epilogue mu_value, as the portable kernel computes them.
 template <class T>
 [[gnu::always_inline]] inline void mu_impl(const double* __restrict__ G, int k, const T* F,
                                            const T* Num, T* out, std::int64_t ld,
                                            std::int64_t row0, std::int64_t j0, std::int64_t j1,
                                            double l1, double l2, bool add_eps, double eps) {
-  constexpr int L = 8, KMAX = 64;
-  typedef double lanes __attribute__((vector_size(L * sizeof(double))));
-  const auto finish = [&](double den, T f, T num) {
-    return mu_value(den, f, num, l1, l2, add_eps, eps);
-  };
-  std::int64_t i = j0;
+  constexpr int KMAX = 64;
   if (k <= KMAX) {
-    for (; i + L <= j1; i += L) {
-      lanes fl[KMAX];
-      for (int s = 0; s < k; ++s)
-        for (int l = 0; l < L; ++l) fl[s][l] = double(F[(i + l) * ld + row0 + s]);
-      for (int t = 0; t < k; ++t) {
-        lanes den = lanes{};
-        for (int s = 0; s < k; ++s) den += fl[s] * G[s * k + t];
-        for (int l = 0; l < L; ++l) {
-          const std::int64_t e = (i + l) * ld + row0 + t;
-          out[e] = finish(den[l], T(fl[t][l]), Num[e]);
-        }
-      }
+    const int nv = (k + 7) / 8;
+    alignas(64) double Gp[KMAX * KMAX];
+    for (int s = 0; s < k; ++s)
+      for (int t = 0; t < nv * 8; ++t) Gp[s * nv * 8 + t] = t < k ? G[s * k + t] : 0.0;
+    switch (nv) {
+#define KNMF_MU_NV(N) \
+  case N: mu_range<T, N>(Gp, k, F, Num, out, ld, row0, j0, j1, l1, l2, add_eps, eps); return;
+      KNMF_MU_NV(1) KNMF_MU_NV(2) KNMF_MU_NV(3) KNMF_MU_NV(4)
+      KNMF_MU_NV(5) KNMF_MU_NV(6) KNMF_MU_NV(7) KNMF_MU_NV(8)
+#undef KNMF_MU_NV
     }
   }
-  for (; i < j1; ++i) {
+  for (std::int64_t i = j0; i < j1; ++i) {
     const T* f = F + i * ld + row0;
     for (int t = 0; t < k; ++t) {
       double den = 0.0;
       for (int s = 0; s < k; ++s) den += double(f[s]) * G[s * k + t];
       const std::int64_t e = i * ld + row0 + t;
-      out[e] = finish(den, f[t], Num[e]);
+      out[e] = mu_value(den, f[t], Num[e], l1, l2, add_eps, eps);
     }
   }
 }
 
-/// A slot's Gram over a column range: per column, every row s of the k x k accumulator gets
-/// f_s * f (both triangles; f_s f_t and f_t f_s are the same product), vectorized along t.
+/// Rows [s0, s0 + SB) of a slot's Gram, vectors [v0, v0 + M) of t (8 values each), over
+/// columns [i0, i1): a[s][v] += double(F(s, i)) * double(F(t, i)), i in order, SB * M
+/// accumulators in registers, loaded from and stored to the padded accumulator `accp` (rows
+/// of stride NVS * 8). `cols(i)` gives column i's k values with at least v0 * 8 + M * 8
+/// readable (the values past k are multiplied into lanes that are never used).
+template <class T, int SB, int M, class Cols>
+[[gnu::always_inline]] inline void gram_tile(int s0, int v0, int stride, std::int64_t i0,
+                                             std::int64_t i1, const Cols& cols,
+                                             double* __restrict__ accp) {
+  typedef double dvec __attribute__((vector_size(8 * sizeof(double))));
+  typedef T tvec __attribute__((vector_size(8 * sizeof(T)), aligned(sizeof(T))));
+  dvec a[SB][M];
+  for (int r = 0; r < SB; ++r)
+    for (int m = 0; m < M; ++m)
+      a[r][m] = *reinterpret_cast<const dvec*>(accp + (s0 + r) * stride + (v0 + m) * 8);
+  for (std::int64_t i = i0; i < i1; ++i) {
+    const T* col = cols(i);
+    dvec c[M];
+    for (int m = 0; m < M; ++m)
+      c[m] = __builtin_convertvector(*reinterpret_cast<const tvec*>(col + (v0 + m) * 8), dvec);
+    for (int r = 0; r < SB; ++r) {
+      const dvec fs = dvec{} + double(col[s0 + r]);
+      for (int m = 0; m < M; ++m) a[r][m] += fs * c[m];
+    }
+  }
+  for (int r = 0; r < SB; ++r)
+    for (int m = 0; m < M; ++m)
+      *reinterpret_cast<dvec*>(accp + (s0 + r) * stride + (v0 + m) * 8) = a[r][m];
+}
+
+template <class T, int SB, class Cols>
+[[gnu::always_inline]] inline void gram_rows(int s0, int v0, int nv, std::int64_t i0,
+                                             std::int64_t i1, const Cols& cols, double* accp) {
+  switch (nv - v0) {
+#define KNMF_GRAM_M(N) \
+  case N: gram_tile<T, SB, N>(s0, v0, nv * 8, i0, i1, cols, accp); break;
+    KNMF_GRAM_M(1) KNMF_GRAM_M(2) KNMF_GRAM_M(3) KNMF_GRAM_M(4)
+    KNMF_GRAM_M(5) KNMF_GRAM_M(6) KNMF_GRAM_M(7) KNMF_GRAM_M(8)
+#undef KNMF_GRAM_M
+  }
+}
+
+/// A slot's Gram over a column range: acc (k x k, row-major, both triangles) =
+/// sum over i in order of double(F(s, i)) * double(F(t, i)). Upper triangle in register tiles
+/// (4 rows of s by the vectors of t from the one holding s), the columns in blocks of 128 so
+/// that each tile pass re-reads them from L1; the lower triangle is the same products (f_s f_t
+/// and f_t f_s are one IEEE product), mirrored.
 template <class T>
 [[gnu::always_inline]] inline void gram_impl(int k, const T* __restrict__ F, std::int64_t ld,
                                              std::int64_t row0, std::int64_t j0, std::int64_t j1,
                                              double* __restrict__ acc) {
-  constexpr int VW = 8, KMAX = 64, NVMAX = KMAX / VW;
-  typedef double vec __attribute__((vector_size(VW * sizeof(double))));
+  constexpr int KMAX = 64, SB = 4;
+  constexpr std::int64_t IB = 128;
   if (k > KMAX) {
     for (int p = 0; p < k * k; ++p) acc[p] = 0.0;
     for (std::int64_t i = j0; i < j1; ++i) {
@@ -252,24 +355,28 @@ template <class T>
     }
     return;
   }
-  const int nv = (k + VW - 1) / VW;
-  vec a[KMAX][NVMAX];
-  for (int s = 0; s < k; ++s)
-    for (int v = 0; v < nv; ++v) a[s][v] = vec{};
-  for (std::int64_t i = j0; i < j1; ++i) {
+  const int nv = (k + 7) / 8;
+  alignas(64) double accp[KMAX * KMAX];
+  for (int p = 0; p < k * nv * 8; ++p) accp[p] = 0.0;
+  // column i's values from F where reading nv * 8 of them stays inside the range's last slot
+  // column, else from a zero-padded copy
+  const std::int64_t last = (j1 - 1) * ld + row0 + k;
+  T pad[KMAX + 8];
+  const auto cols = [&](std::int64_t i) -> const T* {
     const T* col = F + i * ld + row0;
-    vec c[NVMAX];
-    for (int v = 0; v < nv; ++v) {
-      c[v] = vec{};
-      for (int l = 0; l < VW && v * VW + l < k; ++l) c[v][l] = double(col[v * VW + l]);
-    }
-    for (int s = 0; s < k; ++s) {
-      const vec fs = vec{} + double(col[s]);
-      for (int v = 0; v < nv; ++v) a[s][v] += fs * c[v];
-    }
+    if (i * ld + row0 + nv * 8 <= last) return col;
+    for (int t = 0; t < nv * 8; ++t) pad[t] = t < k ? col[t] : T(0);
+    return pad;
+  };
+  for (std::int64_t i0 = j0; i0 < j1; i0 += IB) {
+    const std::int64_t i1 = i0 + IB < j1 ? i0 + IB : j1;
+    int s0 = 0;
+    for (; s0 + SB <= k; s0 += SB) gram_rows<T, SB>(s0, s0 / 8, nv, i0, i1, cols, accp);
+    for (; s0 < k; ++s0) gram_rows<T, 1>(s0, s0 / 8, nv, i0, i1, cols, accp);
   }
   for (int s = 0; s < k; ++s)
-    for (int t = 0; t < k; ++t) acc[s * k + t] = a[s][t / VW][t % VW];
+    for (int t = 0; t < k; ++t)
+      acc[s * k + t] = t >= s ? accp[s * nv * 8 + t] : accp[t * nv * 8 + s];
 }
 
 }  // namespace
@@ -316,11 +423,12 @@ double host_cd_sweep(const double* Gl, double l1, int k, float* F, const float* 
 // 16 xmm registers), chosen once from the CPU's features.
 #define KNMF_GATHER_VARIANT(NAME, ISA, T, VW, NV)                                                 \
   KNMF_TARGET(ISA)                                                                                 \
-  void NAME(const std::int64_t* row_map, std::int64_t base, const std::int32_t* entries,          \
-            const T* values, std::int64_t a0, std::int64_t a1, const T* in, std::int64_t ld_in,     \
-            T* out, std::int64_t ld_out, std::int64_t rows, bool accumulate) {                      \
-    gather_impl<T, VW, NV>(row_map, base, entries, values, a0, a1, in, ld_in, out, ld_out, rows,    \
-                      accumulate);                                                                 \
+  void NAME(const std::int64_t* row_begin, const std::int64_t* row_end, std::int64_t base,        \
+            const std::int32_t* entries, const T* values, std::int64_t a0, std::int64_t a1,        \
+            const T* in, std::int64_t ld_in, T* out, std::int64_t ld_out, std::int64_t rows,       \
+            bool accumulate) {                                                                     \
+    gather_impl<T, VW, NV>(row_begin, row_end, base, entries, values, a0, a1, in, ld_in, out,      \
+                           ld_out, rows, accumulate);                                              \
   }
 
 namespace {
@@ -351,20 +459,20 @@ int vector_level() {
 #endif
 }  // namespace
 
-void host_gather(const std::int64_t* row_map, std::int64_t base, const std::int32_t* entries,
-                 const double* values, std::int64_t a0, std::int64_t a1, const double* in,
-                 std::int64_t ld_in, double* out, std::int64_t ld_out, std::int64_t rows,
-                 bool accumulate) {
+void host_gather_ranges(const std::int64_t* row_begin, const std::int64_t* row_end,
+                        std::int64_t base, const std::int32_t* entries, const double* values,
+                        std::int64_t a0, std::int64_t a1, const double* in, std::int64_t ld_in,
+                        double* out, std::int64_t ld_out, std::int64_t rows, bool accumulate) {
   KNMF_PICK_GATHER(gather_d512, gather_d256, gather_dbase)
-  (row_map, base, entries, values, a0, a1, in, ld_in, out, ld_out, rows, accumulate);
+  (row_begin, row_end, base, entries, values, a0, a1, in, ld_in, out, ld_out, rows, accumulate);
 }
 
-void host_gather(const std::int64_t* row_map, std::int64_t base, const std::int32_t* entries,
-                 const float* values, std::int64_t a0, std::int64_t a1, const float* in,
-                 std::int64_t ld_in, float* out, std::int64_t ld_out, std::int64_t rows,
-                 bool accumulate) {
+void host_gather_ranges(const std::int64_t* row_begin, const std::int64_t* row_end,
+                        std::int64_t base, const std::int32_t* entries, const float* values,
+                        std::int64_t a0, std::int64_t a1, const float* in, std::int64_t ld_in,
+                        float* out, std::int64_t ld_out, std::int64_t rows, bool accumulate) {
   KNMF_PICK_GATHER(gather_f512, gather_f256, gather_fbase)
-  (row_map, base, entries, values, a0, a1, in, ld_in, out, ld_out, rows, accumulate);
+  (row_begin, row_end, base, entries, values, a0, a1, in, ld_in, out, ld_out, rows, accumulate);
 }
 
 }  // namespace knmf::detail

@@ -6,8 +6,11 @@
 #include <random>
 
 #include "knmf/core/error.hpp"
+#include "knmf/core/host_access.hpp"
+#include "knmf/core/kernel_set.hpp"
 #include "knmf/io/h5ad.hpp"
 #include "knmf/matrix/load.hpp"
+#include "solver/engine.hpp"
 #include "solver_fixtures.hpp"
 
 namespace {
@@ -113,6 +116,64 @@ TEST(Sparse, ReplicateIsIdenticalAloneOrInABatch) {
       EXPECT_EQ(batched[i].H, alone[0].H) << to_string(s) << " job " << i;  // bitwise
     }
   }
+}
+
+// Q = W X over the CSC copy: on the host in cell blocks (CsrMatrix::xt_cell_blocks, the
+// blocks grouped by W's bytes per block), elsewhere in one pass per gene. Either way each
+// Q(r, j) is gene j's terms added in cell order in T, so it equals that loop bit for bit: at
+// several row counts (the register blocks and their remainders; 1 row groups all blocks into
+// one pass, 83 rows of double take one block per pass), with a gene in every cell, an empty
+// gene, and a last block shorter than the others.
+template <class T>
+void check_cell_blocked_product() {
+  const size_type n = 3 * detail::gather_cell_block + 517, g = 29;
+  std::mt19937_64 rng(5);
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  std::vector<size_type> offsets{0};
+  std::vector<ordinal_type> cols;
+  std::vector<T> vals;
+  for (size_type i = 0; i < n; ++i) {
+    for (size_type j = 0; j < g; ++j)
+      if (j == 0 || (j != 1 && u(rng) < 0.1)) {
+        cols.push_back(ordinal_type(j));
+        vals.push_back(T(u(rng) * 9 + 0.1));
+      }
+    offsets.push_back(size_type(vals.size()));
+  }
+  const auto X = CsrMatrix<T>::from_host(ExecSpace(), n, g, offsets.data(), cols.data(), vals.data());
+  if constexpr (host_tuned_kernels)
+    ASSERT_EQ(size_type(X.xt_cell_blocks().extent(0)),
+              ((n + detail::gather_cell_block - 1) / detail::gather_cell_block + 1) * g);
+  else
+    ASSERT_EQ(X.xt_cell_blocks().extent(0), 0u);
+  for (const size_type rows : {size_type(1), size_type(20), size_type(80), size_type(83)}) {
+    Matrix<T> W(Kokkos::view_alloc(std::string("knmf::test::W")), rows, n);
+    Matrix<T> Q(Kokkos::view_alloc(std::string("knmf::test::Q")), rows, g);
+    auto hw = Kokkos::create_mirror_view(W);
+    for (size_type i = 0; i < n; ++i)
+      for (size_type r = 0; r < rows; ++r) hw(r, i) = T(u(rng));
+    Kokkos::deep_copy(W, hw);
+    Kokkos::deep_copy(Q, T(-1));
+    detail::GatherScratch<T> scratch;
+    detail::wt_times_x(ExecSpace(), X, W, Q, scratch);
+    const auto hq = host_copy(Q);
+    for (size_type j = 0; j < g; ++j)
+      for (size_type r = 0; r < rows; ++r) {
+        T acc = T(0);
+        for (size_type i = 0; i < n; ++i)
+          for (size_type p = offsets[size_t(i)]; p < offsets[size_t(i) + 1]; ++p)
+            if (cols[size_t(p)] == ordinal_type(j)) {
+              const T term = vals[size_t(p)] * hw(r, i);
+              acc = acc + term;
+            }
+        ASSERT_EQ(hq(r, j), acc) << "rows " << rows << " gene " << j << " row " << r;
+      }
+  }
+}
+
+TEST(Sparse, CellBlockedProductSumsEachGeneInCellOrder) {
+  check_cell_blocked_product<double>();
+  check_cell_blocked_product<float>();
 }
 
 TEST(Sparse, BadInputIsReported) {

@@ -65,9 +65,16 @@ public:
   /// row holds more than detail::gather_segment_entries entries).
   const detail::GatherSegments& x_segments() const { return x_segments_; }
   const detail::GatherSegments& xt_segments() const { return xt_segments_; }
-  /// Device bytes of both copies (and of the segment tables of long rows, if any).
+  /// The CSC copy cut into blocks of detail::gather_cell_block cells, for the host gathers:
+  /// entry b * g + j is the offset in xt() of gene j's first entry of a cell >= b * block, for
+  /// b = 0 .. blocks (blocks + 1 rows of g offsets; the last row is each gene's end). Built by
+  /// host builds (knmf::host_tuned_kernels) when X has more than one block of cells; empty
+  /// otherwise.
+  const Kokkos::View<size_type*, MemSpace>& xt_cell_blocks() const { return xt_blocks_; }
+  /// Device bytes of both copies (and of the segment and block tables, if any).
   size_type bytes() const {
-    return bytes_for(n_, g_, nnz_, sizeof(T)) + x_segments_.bytes() + xt_segments_.bytes();
+    return bytes_for(n_, g_, nnz_, sizeof(T)) + x_segments_.bytes() + xt_segments_.bytes() +
+           size_type(xt_blocks_.extent(0)) * size_type(sizeof(size_type));
   }
   static size_type bytes_for(size_type n, size_type g, size_type nnz, size_type elem) {
     return 2 * nnz * (elem + size_type(sizeof(ordinal_type))) +
@@ -88,6 +95,7 @@ private:
   values_type values_;
   crs_type x_, xt_;
   detail::GatherSegments x_segments_, xt_segments_;
+  Kokkos::View<size_type*, MemSpace> xt_blocks_;
   ValueStats stats_;
   io::XFingerprint fingerprint_;
 };

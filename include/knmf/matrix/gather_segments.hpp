@@ -39,6 +39,12 @@ struct GatherSegments {
   static GatherSegments build(const size_type* row_offsets, size_type n_rows);
 };
 
+/// Cells per block of the CSC copy's cell-block table (CsrMatrix::xt_cell_blocks): the host
+/// gather of Q = W X walks W in blocks of whole multiples of this many cells, all genes per
+/// block, so a block of W is read from memory once and then from cache (products.hpp). A fixed
+/// number: the sums do not depend on it anyway (each gene's entries in cell order).
+inline constexpr size_type gather_cell_block = 2048;
+
 /// At most this many segments for a graph of `nnz` entries (a long row of L entries has
 /// ceil(L / S) <= 2 L / S segments): what the memory plan counts for the gather's partial
 /// sums (knmf/solver/nmf.hpp, solver_bytes).

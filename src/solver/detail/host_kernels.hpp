@@ -10,16 +10,27 @@
 namespace knmf::detail {
 
 /// For output columns a in [a0, a1): out[:, a] = [out[:, a] +] sum_p values[p] * in[:, entries[p]]
-/// over p in [row_map[a] - base, row_map[a + 1] - base); `rows` values per column, columns at
-/// strides ld_in / ld_out.
-void host_gather(const std::int64_t* row_map, std::int64_t base, const std::int32_t* entries,
-                 const double* values, std::int64_t a0, std::int64_t a1, const double* in,
-                 std::int64_t ld_in, double* out, std::int64_t ld_out, std::int64_t rows,
-                 bool accumulate);
-void host_gather(const std::int64_t* row_map, std::int64_t base, const std::int32_t* entries,
-                 const float* values, std::int64_t a0, std::int64_t a1, const float* in,
-                 std::int64_t ld_in, float* out, std::int64_t ld_out, std::int64_t rows,
-                 bool accumulate);
+/// over p in [row_begin[a] - base, row_end[a] - base), in p order; `rows` values per column,
+/// columns at strides ld_in / ld_out. A row split into consecutive ranges, the later ones
+/// accumulated, gives the whole row's sums exactly (the partial sum is kept in T).
+void host_gather_ranges(const std::int64_t* row_begin, const std::int64_t* row_end,
+                        std::int64_t base, const std::int32_t* entries, const double* values,
+                        std::int64_t a0, std::int64_t a1, const double* in, std::int64_t ld_in,
+                        double* out, std::int64_t ld_out, std::int64_t rows, bool accumulate);
+void host_gather_ranges(const std::int64_t* row_begin, const std::int64_t* row_end,
+                        std::int64_t base, const std::int32_t* entries, const float* values,
+                        std::int64_t a0, std::int64_t a1, const float* in, std::int64_t ld_in,
+                        float* out, std::int64_t ld_out, std::int64_t rows, bool accumulate);
+
+/// The same over whole rows of a CSR graph (row_map[a] to row_map[a + 1]).
+template <class T>
+inline void host_gather(const std::int64_t* row_map, std::int64_t base, const std::int32_t* entries,
+                        const T* values, std::int64_t a0, std::int64_t a1, const T* in,
+                        std::int64_t ld_in, T* out, std::int64_t ld_out, std::int64_t rows,
+                        bool accumulate) {
+  host_gather_ranges(row_map, row_map + 1, base, entries, values, a0, a1, in, ld_in, out, ld_out,
+                     rows, accumulate);
+}
 
 /// One coordinate-descent sweep (scikit-learn's _update_cdnmf_fast, permutation 0..k-1) over
 /// columns [j0, j1) of one slot: F and Num hold the slot's k values of column i at

@@ -235,10 +235,49 @@ void x_times_ht(const ExecSpace& space, const CsrMatrix<T>& X, const Matrix<T>& 
   spmm_gather(space, X.x(), X.x_segments(), H, P, scratch);
 }
 
-/// Q = W X for sparse X: gather over the rows of X^T (the CSC copy).
+/// Bytes of W per cell block of the host gather of Q = W X: the blocks of X's cell-block
+/// table are taken in groups of about this many bytes of W (at least one block), so the block
+/// of W that every gene gathers from stays in a core's L2 cache while all the genes pass over
+/// it. A fixed figure, not the detected cache: the sums do not depend on it.
+inline constexpr size_type gather_block_bytes = size_type(1) << 20;
+
+/// Q = W X for sparse X: gather over the rows of X^T (the CSC copy). On the host, with more
+/// than one block of cells, in cell blocks (CsrMatrix::xt_cell_blocks): for each block, every
+/// gene's entries of that block, continuing its sum; the same sums in the same order as one
+/// pass, but W is read from memory once instead of once per gene that touches a cell (a
+/// gather over a W of 1M cells x 80 values: 1.68 s per product, perf/RESULTS.md section 14).
 template <class T>
 void wt_times_x(const ExecSpace& space, const CsrMatrix<T>& X, const Matrix<T>& W,
                 const Matrix<T>& Q, GatherScratch<T>& scratch) {
+  if constexpr (host_tuned_kernels) {
+    const auto& table = X.xt_cell_blocks();
+    if (table.extent(0) > 0) {
+      const size_type g = X.cols(), rows = Q.extent(0);
+      const size_type blocks = size_type(table.extent(0)) / g - 1;
+      const size_type per_block = gather_cell_block * rows * size_type(sizeof(T));
+      const size_type group = std::max<size_type>(1, gather_block_bytes / std::max<size_type>(per_block, 1));
+      constexpr size_type chunk = 16;  // genes per task: enough tasks for both threads
+      const size_type nchunk = (g + chunk - 1) / chunk;
+      const size_type ld_in = size_type(W.stride(1)), ld_out = size_type(Q.stride(1));
+      const auto& xt = X.xt();
+      const size_type* offsets = table.data();
+      for (size_type b0 = 0; b0 < blocks; b0 += group) {
+        const size_type b1 = std::min(blocks, b0 + group);
+        const bool accumulate = b0 > 0;
+        Kokkos::parallel_for(
+            "knmf::spmm_gather_blocked",
+            Kokkos::RangePolicy<ExecSpace, Kokkos::Schedule<Kokkos::Dynamic>,
+                                Kokkos::IndexType<size_type>>(space, 0, nchunk),
+            [=](const size_type c) {
+              const size_type a0 = c * chunk, a1 = a0 + chunk < g ? a0 + chunk : g;
+              host_gather_ranges(offsets + b0 * g, offsets + b1 * g, 0, xt.graph.entries.data(),
+                                 xt.values.data(), a0, a1, W.data(), ld_in, Q.data(), ld_out,
+                                 rows, accumulate);
+            });
+      }
+      return;
+    }
+  }
   spmm_gather(space, X.xt(), X.xt_segments(), W, Q, scratch);
 }
 
