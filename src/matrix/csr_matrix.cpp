@@ -153,6 +153,12 @@ detail::GatherSegments long_row_segments(const ExecSpace& space,
   return detail::GatherSegments::build(h.data(), rows);
 }
 
+/// Blocks of the cell-block table of an n-cell matrix (0: no table).
+size_type cell_blocks(size_type n) {
+  constexpr size_type B = detail::gather_cell_block;
+  return host_tuned_kernels && n > B ? (n + B - 1) / B : 0;
+}
+
 /// The cell-block table of a CSC graph (CsrMatrix::xt_cell_blocks): one thread per gene
 /// walks its entries (cells in order) once.
 Kokkos::View<size_type*, MemSpace> cell_block_table(const ExecSpace& space,
@@ -160,8 +166,8 @@ Kokkos::View<size_type*, MemSpace> cell_block_table(const ExecSpace& space,
                                                     const Kokkos::View<ordinal_type*, MemSpace>& t_rows,
                                                     size_type n, size_type g) {
   constexpr size_type B = detail::gather_cell_block;
-  if (!host_tuned_kernels || n <= B) return {};
-  const size_type blocks = (n + B - 1) / B;
+  const size_type blocks = cell_blocks(n);
+  if (blocks == 0) return {};
   Kokkos::View<size_type*, MemSpace> table(
       Kokkos::view_alloc(space, Kokkos::WithoutInitializing, "knmf::Xt::cell_blocks"),
       (blocks + 1) * g);
@@ -180,6 +186,12 @@ Kokkos::View<size_type*, MemSpace> cell_block_table(const ExecSpace& space,
 }
 
 }  // namespace
+
+template <class T>
+size_type CsrMatrix<T>::cell_block_bytes(size_type n, size_type g) {
+  const size_type blocks = cell_blocks(n);
+  return blocks == 0 ? 0 : (blocks + 1) * g * size_type(sizeof(size_type));
+}
 
 template <class T>
 void CsrMatrix<T>::finalize(const std::string& source, size_type chunk, bool allow_empty) {

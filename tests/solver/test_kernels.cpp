@@ -19,6 +19,8 @@
 
 #include "knmf/core/host_access.hpp"
 #include "knmf/core/types.hpp"
+#include "solver/detail/host_kernels.hpp"
+#include "solver/detail/mu_value.hpp"
 #include "solver/engine.hpp"
 
 namespace {
@@ -250,6 +252,81 @@ TEST_P(Kernels, CdSweepMinimisesEachCoordinateOfTheObjective) {
   // the case moves values both ways: most coordinates change, some minimisers are clipped
   EXPECT_GT(moved, (R - 1) * k * m_cols / 2);
   EXPECT_GT(clipped, 0);
+}
+
+// The host loops (src/solver/host_kernels.cpp) run several columns side by side in vector
+// lanes or register tiles; each must compute exactly what the one-column loop does, bit for
+// bit, in fp32 and fp64: the CD sweep against itself one column at a time (a range of one
+// column takes the scalar path), the MU update and the Gram against plain loops of the
+// documented operations. 61 columns: the lane groups (16, then 8) and a scalar remainder;
+// k = 4, 20 and 64 (partial and whole vectors of 8, the largest k of the tiled paths).
+template <class T>
+struct HostSlot {
+  int k;
+  std::int64_t ld, row0, m = 61;
+  std::vector<T> F, Num;
+  std::vector<double> G;  // k x k, symmetric positive definite
+  HostSlot(int k_, unsigned seed) : k(k_), ld(3 * k_ + 1), row0(k_) {
+    std::mt19937_64 gen(seed);
+    std::uniform_real_distribution<double> u(0.0, 1.0);
+    F.resize(size_t(ld * m));
+    Num.resize(size_t(ld * m));
+    for (auto& v : F) v = u(gen) < 0.2 ? T(0) : T(u(gen));
+    for (auto& v : Num) v = T(u(gen) * k);
+    G.assign(size_t(k * k), 0.0);
+    for (int s = 0; s < k; ++s)
+      for (int t = 0; t < k; ++t) G[size_t(s * k + t)] = s == t ? 1.0 + k * u(gen) : 0.1 * u(gen);
+    for (int s = 0; s < k; ++s)
+      for (int t = 0; t < s; ++t) G[size_t(s * k + t)] = G[size_t(t * k + s)];
+  }
+};
+
+template <class T>
+void check_host_loops(int k) {
+  SCOPED_TRACE("k = " + std::to_string(k) + (sizeof(T) == 4 ? " fp32" : " fp64"));
+  HostSlot<T> a(k, 7u + unsigned(k));
+  {  // CD: the lanes against one column at a time
+    auto lanes = a.F, single = a.F;
+    const double v = detail::host_cd_sweep(a.G.data(), 0.05, k, lanes.data(), a.Num.data(), a.ld,
+                                           a.row0, 0, a.m);
+    double w = 0;
+    for (std::int64_t i = 0; i < a.m; ++i)
+      w += detail::host_cd_sweep(a.G.data(), 0.05, k, single.data(), a.Num.data(), a.ld, a.row0,
+                                 i, i + 1);
+    for (size_t e = 0; e < lanes.size(); ++e) ASSERT_EQ(lanes[e], single[e]) << "value " << e;
+    EXPECT_NEAR(v, w, 1e-13 * std::fabs(w));  // the same terms, summed per column in w
+  }
+  {  // MU: den(t) = sum_s F(s) G(s, t) from 0 in double, s in order, then mu_value
+    std::vector<T> out(a.F.size(), T(-1));
+    detail::host_mu_update(a.G.data(), k, a.F.data(), a.Num.data(), out.data(), a.ld, a.row0, 0,
+                           a.m, 0.01, 0.2, false, 0.0);
+    for (std::int64_t i = 0; i < a.m; ++i)
+      for (int t = 0; t < k; ++t) {
+        const std::int64_t e = i * a.ld + a.row0 + t;
+        double den = 0.0;
+        for (int s = 0; s < k; ++s) den += double(a.F[size_t(i * a.ld + a.row0 + s)]) * a.G[size_t(s * k + t)];
+        ASSERT_EQ(out[size_t(e)], detail::mu_value(den, a.F[size_t(e)], a.Num[size_t(e)], 0.01, 0.2, false, 0.0))
+            << "column " << i << " t " << t;
+      }
+  }
+  {  // Gram: both triangles, each sum over the columns in order, in double
+    std::vector<double> acc(size_t(k * k), -1.0);
+    detail::host_slot_gram(k, a.F.data(), a.ld, a.row0, 0, a.m, acc.data());
+    for (int s = 0; s < k; ++s)
+      for (int t = 0; t < k; ++t) {
+        double want = 0.0;
+        for (std::int64_t i = 0; i < a.m; ++i)
+          want += double(a.F[size_t(i * a.ld + a.row0 + s)]) * double(a.F[size_t(i * a.ld + a.row0 + t)]);
+        ASSERT_EQ(acc[size_t(s * k + t)], want) << "s " << s << " t " << t;
+      }
+  }
+}
+
+TEST(HostKernels, LanesAndTilesEqualTheOneColumnLoops) {
+  for (const int k : {4, 20, 64}) {
+    check_host_loops<float>(k);
+    check_host_loops<double>(k);
+  }
 }
 
 TEST_P(Kernels, MuUpdateEqualsHostReference) {

@@ -73,13 +73,16 @@ public:
   const Kokkos::View<size_type*, MemSpace>& xt_cell_blocks() const { return xt_blocks_; }
   /// Device bytes of both copies (and of the segment and block tables, if any).
   size_type bytes() const {
-    return bytes_for(n_, g_, nnz_, sizeof(T)) + x_segments_.bytes() + xt_segments_.bytes() +
-           size_type(xt_blocks_.extent(0)) * size_type(sizeof(size_type));
+    return bytes_for(n_, g_, nnz_, sizeof(T)) + x_segments_.bytes() + xt_segments_.bytes();
   }
+  /// Both copies and the cell-block table (without the segment tables, which depend on the
+  /// row lengths): what the memory plan counts for X.
   static size_type bytes_for(size_type n, size_type g, size_type nnz, size_type elem) {
     return 2 * nnz * (elem + size_type(sizeof(ordinal_type))) +
-           (n + g + 2) * size_type(sizeof(size_type));
+           (n + g + 2) * size_type(sizeof(size_type)) + cell_block_bytes(n, g);
   }
+  /// Bytes of the cell-block table of an n x g matrix (0 where none is built).
+  static size_type cell_block_bytes(size_type n, size_type g);
   const ExecSpace& space() const { return space_; }
   /// The content fingerprint of the file's X over these rows (io/fingerprint.hpp), set by the
   /// loaders of matrix/load.hpp; it has no rows for a matrix built from host data.
