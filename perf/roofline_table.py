@@ -4,6 +4,8 @@
 perf/gpu_projection.py, this CPU's figures from knmf_bench_machine).
 
   perf/roofline_table.py [FOLDER...]      (default perf/results/roofline_before)
+  perf/roofline_table.py --compare BEFORE AFTER [MACHINE]   (per kernel, before -> after;
+      the bounds from AFTER's machine figures, or MACHINE's, or BEFORE's)
 
 Reads FOLDER/machine.json (one knmf_bench_machine object), FOLDER/iterations.jsonl
 (knmf_bench_iteration --kernels lines, each with a "case" name), FOLDER/context.json and
@@ -32,7 +34,9 @@ BETWEEN = "between iterations"
 
 
 def load(folder):
-    machine = json.load(open(os.path.join(folder, "machine.json")))
+    # a pass of only some cases (ROOFLINE_ONLY without "machine") has no machine figures
+    machine_path = os.path.join(folder, "machine.json")
+    machine = json.load(open(machine_path)) if os.path.exists(machine_path) else None
     context_path = os.path.join(folder, "context.json")
     context = json.load(open(context_path)) if os.path.exists(context_path) else {}
     end_path = os.path.join(folder, "context_end.json")
@@ -277,7 +281,56 @@ def pinned(rows, machine, figures):
     print("| **iteration** | " + " | ".join(f"**{fmt_s(t)}**" for t in totals) + " |")
 
 
+def compare(before, after, machine_folder=None):
+    """Per series and n present in both folders: each kernel's time before -> after and the
+    after's fraction of its bound (the bound from the after folder's machine figures)."""
+    figures, _, rows_b = load(before)
+    fig_a, _, rows_a = load(after)
+    if machine_folder:
+        fig_a = load(machine_folder)[0]
+    machine = model.cpu_machine(fig_a or figures)
+
+    def grouped(rows):
+        out = {}
+        for r in rows:
+            out.setdefault((series_key(r), r["n"]), []).append(r)
+        return {k: merge(v) for k, v in out.items()}
+
+    b, a = grouped(rows_b), grouped(rows_a)
+    keys = sorted({k[0] for k in a if k in b},
+                  key=lambda k: (k[0] != "sparse 5%", k[1] != "float", k[2], k[3]))
+    for key in keys:
+        fmt, dtype, solver, rk, R, k = key
+        ns = sorted(n for (s, n) in a if s == key and (s, n) in b)
+        print(f"\n**{fmt}, {'fp32' if dtype == 'float' else 'fp64'}, {solver.upper()}, "
+              f"R·k = {rk}**: seconds per iteration before -> after (after's bound; the bound as "
+              "a fraction of the after time)\n")
+        print("| kernel | " + " | ".join(f"n = {n:,}" for n in ns) + " |")
+        print("|---|" + "---|" * len(ns))
+        cases = [(b[(key, n)], a[(key, n)]) for n in ns]
+        per = [(measured_by_kernel(rb), measured_by_kernel(ra), bounds(ra, machine))
+               for rb, ra in cases]
+        names = [short(x[0]["name"]) for x in per[0][2]]
+        for i, name in enumerate(names):
+            cells = []
+            for mb, ma, bnd in per:
+                tb, ta, bound = mb.get(name, 0.0), ma.get(name, 0.0), bnd[i][1]
+                frac = f"{bound / ta:.0%}" if ta > 0 else "-"
+                cells.append(f"{fmt_s(tb)} -> {fmt_s(ta)} ({fmt_s(bound)}, {frac})")
+            print(f"| {name} | " + " | ".join(cells) + " |")
+        cells = []
+        for (rb, ra), (_, _, bnd) in zip(cases, per):
+            total = sum(x[1] for x in bnd)
+            tb, ta = rb["seconds_per_iteration"], ra["seconds_per_iteration"]
+            cells.append(f"**{fmt_s(tb)} -> {fmt_s(ta)}** ({tb / ta:.2f}x; bound {fmt_s(total)}, "
+                         f"{total / ta:.0%})")
+        print("| **iteration** | " + " | ".join(cells) + " |")
+
+
 def main(folders):
+    if folders and folders[0] == "--compare":
+        compare(*folders[1:4])
+        return
     passes = [load(f) for f in folders]
     figures, context, _ = passes[0]
     rows = [r for _, _, rs in passes for r in rs]

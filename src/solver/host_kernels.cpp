@@ -131,20 +131,23 @@ template <class T>
 [[gnu::always_inline]] inline void cd_column(const double* __restrict__ Gl, double l1, int k,
                                              T* __restrict__ f, const T* __restrict__ num,
                                              double& viol) {
+  double column = 0.0;  // this column's |pg|, t in order; added to viol once
   for (int t = 0; t < k; ++t) {
     double grad = -cd_num_l1(num[t], l1);
     const double* __restrict__ g = Gl + std::int64_t(t) * k;
     for (int s2 = 0; s2 < k; ++s2) grad += g[s2] * double(f[s2]);
     const CdStep<double> step = cd_step(double(f[t]), grad, g[t]);
-    viol += step.violation;  // (column, t) order
+    column += step.violation;
     if (step.update) f[t] = T(step.value);
   }
+  viol += column;
 }
 
 #if !defined(__CUDACC__)
 /// NG groups of L columns, each group in the lanes of one vector (each lane does exactly the
 /// scalar column's operations, in the same order); the NG groups' gradient sums side by side,
-/// so that their additions overlap. Adds the violation in (column, t) order.
+/// so that their additions overlap. Each lane sums its column's |pg| in t order; the columns'
+/// sums are added to viol in column order (as cd_column does).
 template <class T, int NG>
 [[gnu::always_inline]] inline void cd_lane_groups(const double* __restrict__ Gl, double l1, int k,
                                                   T* __restrict__ F, const T* __restrict__ Num,
@@ -153,7 +156,7 @@ template <class T, int NG>
   constexpr int L = 8, KMAX = 64;
   typedef double lanes __attribute__((vector_size(L * sizeof(double))));
   typedef T tlanes __attribute__((vector_size(L * sizeof(T))));
-  lanes fl[NG][KMAX], nl[NG][KMAX], pg[NG][KMAX];
+  lanes fl[NG][KMAX], nl[NG][KMAX], pg[NG];
   for (int q = 0; q < NG; ++q)
     for (int l = 0; l < L; ++l) {
       const std::int64_t e = (i + q * L + l) * ld + row0;
@@ -173,11 +176,13 @@ template <class T, int NG>
     const double* __restrict__ g = Gl + std::int64_t(t) * k;
     lanes grad[NG];
     for (int q = 0; q < NG; ++q) grad[q] = -nl[q][t];
+    if (t == 0)
+      for (int q = 0; q < NG; ++q) pg[q] = lanes{};
     for (int s2 = 0; s2 < k; ++s2)
       for (int q = 0; q < NG; ++q) grad[q] += g[s2] * fl[q][s2];
     for (int q = 0; q < NG; ++q) {
       const CdStep<lanes> step = cd_step(fl[q][t], grad[q], g[t]);
-      pg[q][t] = step.violation;
+      pg[q] += step.violation;
       if (step.update) {
         if constexpr (!std::is_same_v<T, double>)  // the scalar path stores f[t] in T
           fl[q][t] = __builtin_convertvector(__builtin_convertvector(step.value, tlanes), lanes);
@@ -189,17 +194,15 @@ template <class T, int NG>
   for (int q = 0; q < NG; ++q)
     for (int l = 0; l < L; ++l) {
       const std::int64_t e = (i + q * L + l) * ld + row0;
-      for (int t = 0; t < k; ++t) {
-        F[e + t] = T(fl[q][t][l]);
-        viol += pg[q][t][l];
-      }
+      for (int t = 0; t < k; ++t) F[e + t] = T(fl[q][t][l]);
+      viol += pg[q][l];
     }
 }
 #endif
 
 /// The sweep over columns [j0, j1). Columns are independent, so they run side by side in
-/// vector lanes, 2 vectors of 8 at a time (then one, then one by one); the violation is summed
-/// in (column, t) order.
+/// vector lanes, 2 vectors of 8 at a time (then one, then one by one); the violation is each
+/// column's |pg| summed in t order, the columns' sums added in column order.
 template <class T>
 [[gnu::always_inline]] inline double cd_impl(const double* __restrict__ Gl, double l1, int k,
                                              T* __restrict__ F, const T* __restrict__ Num,

@@ -36,7 +36,8 @@ inline void host_gather(const std::int64_t* row_map, std::int64_t base, const st
 /// columns [j0, j1) of one slot: F and Num hold the slot's k values of column i at
 /// F + i * ld + row0; Gl is the slot's k x k Gram with l2 already on its diagonal (row-major).
 /// Each coordinate's step is cd_step (cd_step.hpp, as the portable kernel's).
-/// Returns the sum of |projected gradient| over the columns, in column order.
+/// Returns the sum of |projected gradient|: each column's in t order, the columns' sums added in
+/// column order.
 double host_cd_sweep(const double* Gl, double l1, int k, double* F, const double* Num,
                      std::int64_t ld, std::int64_t row0, std::int64_t j0, std::int64_t j1);
 double host_cd_sweep(const double* Gl, double l1, int k, float* F, const float* Num,

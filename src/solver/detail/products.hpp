@@ -163,6 +163,22 @@ void gather_long_rows(const ExecSpace& space, const RowMap& row_map, size_type b
       });
 }
 
+/// Bytes of the gathered factor that a host gather keeps in cache while every output column
+/// passes over them: a slab of its rows (gather_slab_rows) or, for Q = W X in cell blocks, a
+/// group of cell blocks (wt_times_x). A fixed figure, about half a core's L2 here, not the
+/// detected cache: each output value is the same sum in the same order whatever the slabs.
+inline constexpr size_type gather_block_bytes = size_type(1) << 20;
+
+/// Rows per slab of a host gather from `in` (rows x cols values of T): all of them when they
+/// fit gather_block_bytes, else whole 64-byte vectors of rows that fit (at least one vector).
+template <class T>
+size_type gather_slab_rows(size_type cols, size_type rows) {
+  const size_type row_bytes = std::max<size_type>(cols, 1) * size_type(sizeof(T));
+  if (rows * row_bytes <= gather_block_bytes) return std::max<size_type>(rows, 1);
+  constexpr size_type vec = 64 / size_type(sizeof(T));
+  return std::max<size_type>(vec, gather_block_bytes / row_bytes / vec * vec);
+}
+
 /// out(:, a) = [out(:, a) +] sum over row a of A of A(a, b) * in(:, b), for the first
 /// out.extent(1) rows of a CSR matrix given by raw views: row_map holds 64-bit offsets that
 /// index entries/values after subtracting `base` (a streamed block keeps the global offsets of
@@ -175,11 +191,13 @@ void gather_long_rows(const ExecSpace& space, const RowMap& row_map, size_type b
 /// to gather_long_rows: one team per segment of gather_segment_entries entries, each summing
 /// from zero into a partial, then out(:, a) = [out(:, a) +] partial_0 + partial_1 + ... in
 /// segment order. Every sum keeps a fixed order (no atomics): reproducible run to run.
+/// `in_cols`: how many columns of `in` the entries reach (0: all of them), for the host path's
+/// row slabs (gather_slab_rows).
 template <class T, class RowMap, class Entries, class Values>
 void spmm_gather(const ExecSpace& space, const RowMap& row_map, size_type base,
                  const Entries& entries, const Values& values, const Matrix<T>& in,
                  const Matrix<T>& out, bool accumulate, const GatherSegments& segments,
-                 GatherScratch<T>& scratch) {
+                 GatherScratch<T>& scratch, size_type in_cols = 0) {
   const size_type rows = out.extent(0);
   const size_type m = out.extent(1);
   if constexpr (host_tuned_kernels) {
@@ -189,18 +207,24 @@ void spmm_gather(const ExecSpace& space, const RowMap& row_map, size_type base,
     // than 16 on cNMF's pbmcA run.
     (void)segments;
     (void)scratch;
+    // In row slabs of `in` of at most gather_block_bytes (gather_slab_rows), each slab a pass
+    // over all the output columns, so that the slab stays in cache across them.
     constexpr size_type chunk = 64;
     const size_type nchunk = (m + chunk - 1) / chunk;
     const size_type ld_in = size_type(in.stride(1)), ld_out = size_type(out.stride(1));
-    Kokkos::parallel_for(
-        "knmf::spmm_gather",
-        Kokkos::RangePolicy<ExecSpace, Kokkos::Schedule<Kokkos::Dynamic>,
-                            Kokkos::IndexType<size_type>>(space, 0, nchunk),
-        [=](const size_type c) {
-          const size_type a0 = c * chunk, a1 = a0 + chunk < m ? a0 + chunk : m;
-          host_gather(row_map.data(), base, entries.data(), values.data(), a0, a1, in.data(),
-                      ld_in, out.data(), ld_out, rows, accumulate);
-        });
+    const size_type slab = gather_slab_rows<T>(in_cols > 0 ? in_cols : size_type(in.extent(1)), rows);
+    for (size_type r0 = 0; r0 < rows; r0 += slab) {
+      const size_type nr = r0 + slab < rows ? slab : rows - r0;
+      Kokkos::parallel_for(
+          "knmf::spmm_gather",
+          Kokkos::RangePolicy<ExecSpace, Kokkos::Schedule<Kokkos::Dynamic>,
+                              Kokkos::IndexType<size_type>>(space, 0, nchunk),
+          [=](const size_type c) {
+            const size_type a0 = c * chunk, a1 = a0 + chunk < m ? a0 + chunk : m;
+            host_gather(row_map.data(), base, entries.data(), values.data(), a0, a1,
+                        in.data() + r0, ld_in, out.data() + r0, ld_out, nr, accumulate);
+          });
+    }
   } else {
     constexpr size_type S = gather_segment_entries;
     Kokkos::parallel_for(
@@ -235,12 +259,6 @@ void x_times_ht(const ExecSpace& space, const CsrMatrix<T>& X, const Matrix<T>& 
   spmm_gather(space, X.x(), X.x_segments(), H, P, scratch);
 }
 
-/// Bytes of W per cell block of the host gather of Q = W X: the blocks of X's cell-block
-/// table are taken in groups of about this many bytes of W (at least one block), so the block
-/// of W that every gene gathers from stays in a core's L2 cache while all the genes pass over
-/// it. A fixed figure, not the detected cache: the sums do not depend on it.
-inline constexpr size_type gather_block_bytes = size_type(1) << 20;
-
 /// Q = W X for sparse X: gather over the rows of X^T (the CSC copy). On the host, with more
 /// than one block of cells, in cell blocks (CsrMatrix::xt_cell_blocks): for each block, every
 /// gene's entries of that block, continuing its sum; the same sums in the same order as one
@@ -254,26 +272,31 @@ void wt_times_x(const ExecSpace& space, const CsrMatrix<T>& X, const Matrix<T>& 
     if (table.extent(0) > 0) {
       const size_type g = X.cols(), rows = Q.extent(0);
       const size_type blocks = size_type(table.extent(0)) / g - 1;
-      const size_type per_block = gather_cell_block * rows * size_type(sizeof(T));
-      const size_type group = std::max<size_type>(1, gather_block_bytes / std::max<size_type>(per_block, 1));
+      // row slabs of W whose cell block fits gather_block_bytes, then groups of blocks
+      const size_type slab = gather_slab_rows<T>(gather_cell_block, rows);
       constexpr size_type chunk = 16;  // genes per task: enough tasks for both threads
       const size_type nchunk = (g + chunk - 1) / chunk;
       const size_type ld_in = size_type(W.stride(1)), ld_out = size_type(Q.stride(1));
       const auto& xt = X.xt();
       const size_type* offsets = table.data();
-      for (size_type b0 = 0; b0 < blocks; b0 += group) {
-        const size_type b1 = std::min(blocks, b0 + group);
-        const bool accumulate = b0 > 0;
-        Kokkos::parallel_for(
-            "knmf::spmm_gather_blocked",
-            Kokkos::RangePolicy<ExecSpace, Kokkos::Schedule<Kokkos::Dynamic>,
-                                Kokkos::IndexType<size_type>>(space, 0, nchunk),
-            [=](const size_type c) {
-              const size_type a0 = c * chunk, a1 = a0 + chunk < g ? a0 + chunk : g;
-              host_gather_ranges(offsets + b0 * g, offsets + b1 * g, 0, xt.graph.entries.data(),
-                                 xt.values.data(), a0, a1, W.data(), ld_in, Q.data(), ld_out,
-                                 rows, accumulate);
-            });
+      for (size_type r0 = 0; r0 < rows; r0 += slab) {
+        const size_type nr = r0 + slab < rows ? slab : rows - r0;
+        const size_type per_block = gather_cell_block * nr * size_type(sizeof(T));
+        const size_type group = std::max<size_type>(1, gather_block_bytes / per_block);
+        for (size_type b0 = 0; b0 < blocks; b0 += group) {
+          const size_type b1 = std::min(blocks, b0 + group);
+          const bool accumulate = b0 > 0;
+          Kokkos::parallel_for(
+              "knmf::spmm_gather_blocked",
+              Kokkos::RangePolicy<ExecSpace, Kokkos::Schedule<Kokkos::Dynamic>,
+                                  Kokkos::IndexType<size_type>>(space, 0, nchunk),
+              [=](const size_type c) {
+                const size_type a0 = c * chunk, a1 = a0 + chunk < g ? a0 + chunk : g;
+                host_gather_ranges(offsets + b0 * g, offsets + b1 * g, 0,
+                                   xt.graph.entries.data(), xt.values.data(), a0, a1,
+                                   W.data() + r0, ld_in, Q.data() + r0, ld_out, nr, accumulate);
+              });
+        }
       }
       return;
     }
@@ -307,7 +330,7 @@ void wt_times_x(const ExecSpace& space, const StreamedMatrix<T>& X, const Matrix
     } else {
       // CSC of the block: rows of X^T are genes, entries are global cell indices into W.
       spmm_gather(space, b.row_map, b.base, b.entries, b.values, W, Q, !first, b.segments,
-                  scratch);
+                  scratch, b.r1 - b.r0);  // the block's cells: its slab of W
     }
     first = false;
   });
