@@ -208,13 +208,13 @@ template <class T>
                                              T* __restrict__ F, const T* __restrict__ Num,
                                              std::int64_t ld, std::int64_t row0, std::int64_t j0,
                                              std::int64_t j1) {
-  constexpr int KMAX = 64;
   double viol = 0.0;
   std::int64_t i = j0;
   // Not under nvcc: it rejects cd_step, a __host__ __device__ template, instantiated with a
   // vector type, and a CUDA build never runs the host sweeps (host_tuned_kernels is false
   // there); its columns all take the scalar path below.
 #if !defined(__CUDACC__)
+  constexpr int KMAX = 64;  // cd_lane_groups' arrays
   if (k <= KMAX) {
     constexpr int NG = 2;  // measured: 2 groups ~10% faster than 1, 4 no faster
     for (; i + NG * 8 <= j1; i += NG * 8) cd_lane_groups<T, NG>(Gl, l1, k, F, Num, ld, row0, i, viol);
