@@ -118,12 +118,12 @@ TEST(Sparse, ReplicateIsIdenticalAloneOrInABatch) {
   }
 }
 
-// Q = W X over the CSC copy: on the host in cell blocks (CsrMatrix::xt_cell_blocks, the
-// blocks grouped by W's bytes per block), elsewhere in one pass per gene. Either way each
-// Q(r, j) is gene j's terms added in cell order in T, so it equals that loop bit for bit: at
-// several row counts (the register blocks and their remainders; 1 row groups all blocks into
-// one pass, 83 rows of double take one block per pass), with a gene in every cell, an empty
-// gene, and a last block shorter than the others.
+// Q = W X over the CSC copy: on the host in row slabs of W and cell blocks
+// (CsrMatrix::xt_cell_blocks, grouped by W's bytes per block), elsewhere in one pass per gene.
+// Either way each Q(r, j) is gene j's terms added in cell order in T, so it equals that loop
+// bit for bit: at several row counts (the register blocks and their remainders; 1 row groups
+// all blocks into one pass; 83 rows of double are two slabs, 64 and 19 rows), with a gene in
+// every cell, an empty gene, and a last block shorter than the others.
 template <class T>
 void check_cell_blocked_product() {
   const size_type n = 3 * detail::gather_cell_block + 517, g = 29;
@@ -149,7 +149,7 @@ void check_cell_blocked_product() {
   for (const size_type rows : {size_type(1), size_type(20), size_type(80), size_type(83)}) {
     Matrix<T> W(Kokkos::view_alloc(std::string("knmf::test::W")), rows, n);
     Matrix<T> Q(Kokkos::view_alloc(std::string("knmf::test::Q")), rows, g);
-    auto hw = Kokkos::create_mirror_view(W);
+    auto hw = knmf::host_mirror(W);
     for (size_type i = 0; i < n; ++i)
       for (size_type r = 0; r < rows; ++r) hw(r, i) = T(u(rng));
     Kokkos::deep_copy(W, hw);
@@ -167,6 +167,27 @@ void check_cell_blocked_product() {
               acc = acc + term;
             }
         ASSERT_EQ(hq(r, j), acc) << "rows " << rows << " gene " << j << " row " << r;
+      }
+    // P = H X^T over the CSR, the host path's row slabs forced thin (in_cols: as if H had a
+    // million columns, so one 64-byte vector of rows per slab): each P(r, i) is cell i's terms
+    // in stored order, whatever the slabs.
+    Matrix<T> H(Kokkos::view_alloc(std::string("knmf::test::H")), rows, g);
+    Matrix<T> P(Kokkos::view_alloc(std::string("knmf::test::P")), rows, n);
+    auto hh = knmf::host_mirror(H);
+    for (size_type j = 0; j < g; ++j)
+      for (size_type r = 0; r < rows; ++r) hh(r, j) = T(u(rng));
+    Kokkos::deep_copy(H, hh);
+    detail::spmm_gather(ExecSpace(), X.x().graph.row_map, 0, X.x().graph.entries, X.x().values, H,
+                        P, false, X.x_segments(), scratch, size_type(1) << 20);
+    const auto hp = host_copy(P);
+    for (size_type i = 0; i < n; ++i)
+      for (size_type r = 0; r < rows; ++r) {
+        T acc = T(0);
+        for (size_type p = offsets[size_t(i)]; p < offsets[size_t(i) + 1]; ++p) {
+          const T term = vals[size_t(p)] * hh(r, cols[size_t(p)]);
+          acc = acc + term;
+        }
+        ASSERT_EQ(hp(r, i), acc) << "rows " << rows << " cell " << i << " row " << r;
       }
   }
 }
