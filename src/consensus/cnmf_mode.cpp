@@ -6,9 +6,11 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <ostream>
 #include <set>
 #include <sstream>
+#include <system_error>
 #include <unordered_map>
 
 #include "knmf/core/error.hpp"
@@ -361,19 +363,33 @@ io::DataFrame k_selection_frame(const std::vector<KSelectionRow>& rows) {
 }
 
 namespace {
-/// The bi-cross-validation of the rows' k on X with the run's solver options, when asked.
+/// The bi-cross-validation of the rows' k on X with the run's solver options, when asked,
+/// resumable through a checkpoint file at `checkpoint` (none when empty): a run killed part
+/// way takes up the units it finished. The caller removes the file once its outputs are
+/// written (remove_checkpoint).
 void add_cross_validation(const ExecSpace& space, std::vector<KSelectionRow>& rows,
                           const RowSource& X, const SolverOptions& solver, bool asked,
-                          const CrossValidationOptions& cv) {
+                          const CrossValidationOptions& cv, const std::filesystem::path& checkpoint,
+                          std::ostream* log) {
   if (!asked) return;
   std::vector<int> ks;
   for (const auto& r : rows) ks.push_back(r.k);
-  const auto table = cross_validate(space, X, ks, solver, cv);
+  std::optional<CrossValidationCheckpoint> store;
+  if (!checkpoint.empty()) store.emplace(checkpoint);
+  const auto table = cross_validate(space, X, ks, solver, cv, store ? &*store : nullptr);
+  if (store && store->resumed() > 0 && log)
+    *log << "k-selection: cross-validation took up " << store->resumed()
+         << " finished held-out block(s) x k from " << checkpoint.string() << "\n";
   for (size_t i = 0; i < rows.size(); ++i) {
     rows[i].cv_prediction_error = table[i].mean;
     rows[i].cv_prediction_error_sd = table[i].sd;
     rows[i].cv_errors = table[i].errors;
   }
+}
+
+void remove_checkpoint(const std::filesystem::path& checkpoint) {
+  std::error_code ec;
+  if (!checkpoint.empty()) std::filesystem::remove(checkpoint, ec);
 }
 }  // namespace
 
@@ -391,9 +407,15 @@ std::vector<KSelectionRow> run_cnmf_k_selection(const ExecSpace& space,
     stacks.push_back(std::move(m.values));
   }
   auto rows = k_selection(space, stacks, ks, *in.X, in.solver, req.options);
-  add_cross_validation(space, rows, *in.X, in.solver, req.cross_validate, req.cross_validation);
+  const std::filesystem::path checkpoint =
+      req.cross_validate ? std::filesystem::path(paths.tmp_dir()) /
+                               (req.name + ".k_selection.cross_validation.checkpoint")
+                         : std::filesystem::path();
+  add_cross_validation(space, rows, *in.X, in.solver, req.cross_validate, req.cross_validation,
+                       checkpoint, &log);
   ensure_dirs(paths);
   io::write_df_npz(paths.k_selection_stats(), k_selection_frame(rows));
+  remove_checkpoint(checkpoint);
   return rows;
 }
 
@@ -615,7 +637,17 @@ std::vector<KSelectionRow> run_native_k_selection(const ExecSpace& space, const 
   std::vector<HostRows> stacks;
   for (auto& m : in.merged) stacks.push_back(std::move(m.values));
   auto rows = k_selection(space, stacks, in.ks, *in.X, in.solver, req.options);
-  add_cross_validation(space, rows, *in.X, in.solver, req.cross_validate, req.cross_validation);
+  // the checkpoint beside the results file, or in the cNMF folder when the file stays read-only
+  std::filesystem::path checkpoint;
+  if (req.cross_validate && req.update_results) {
+    checkpoint = req.results + ".cross_validation.checkpoint";
+  } else if (req.cross_validate && !req.output_dir.empty()) {
+    const io::CnmfPaths paths(req.output_dir, req.name);
+    ensure_dirs(paths);
+    checkpoint = paths.k_selection_stats() + ".cross_validation.checkpoint";
+  }
+  add_cross_validation(space, rows, *in.X, in.solver, req.cross_validate, req.cross_validation,
+                       checkpoint, nullptr);
   if (req.update_results) {
     results::ResultsAdditions add;
     results::KSelectionTable t;
@@ -643,6 +675,7 @@ std::vector<KSelectionRow> run_native_k_selection(const ExecSpace& space, const 
     ensure_dirs(paths);
     io::write_df_npz(paths.k_selection_stats(), k_selection_frame(rows));
   }
+  remove_checkpoint(checkpoint);
   return rows;
 }
 

@@ -3,11 +3,17 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
 #include <limits>
 #include <random>
+#include <sstream>
 #include <string>
+#include <system_error>
 
 #include "knmf/core/error.hpp"
+#include "knmf/io/atomic_file.hpp"
 #include "knmf/matrix/csr_matrix.hpp"
 #include "knmf/solver/nmf.hpp"
 #include "consensus/detail/refit.hpp"
@@ -262,22 +268,133 @@ BlockPrediction predict_block(const ExecSpace& space, const io::CsrBlock<double>
   return bcv::predict(space, blk, k, p.o, cv);
 }
 
+// ---- resume --------------------------------------------------------------------------------
+
+namespace bcv {
+constexpr const char* checkpoint_header = "knmf cross-validation checkpoint 1";
+
+/// 64-bit FNV-1a over raw bytes.
+struct Fnv {
+  std::uint64_t h = 14695981039346656037ull;
+  void add(const void* data, size_t bytes) {
+    const auto* b = static_cast<const unsigned char*>(data);
+    for (size_t i = 0; i < bytes; ++i) {
+      h ^= b[i];
+      h *= 1099511628211ull;
+    }
+  }
+};
+}  // namespace bcv
+
+std::string cross_validation_key(const io::CsrBlock<double>& X, const SolverOptions& opts,
+                                 const CrossValidationOptions& cv) {
+  bcv::Fnv f;
+  f.add(X.row_offsets.data(), X.row_offsets.size() * sizeof(X.row_offsets[0]));
+  f.add(X.cols.data(), X.cols.size() * sizeof(X.cols[0]));
+  f.add(X.values.data(), X.values.size() * sizeof(X.values[0]));
+  std::ostringstream key;
+  key << "n=" << X.rows() << " g=" << X.ncols << " nnz=" << X.values.size() << " x=" << std::hex
+      << f.h << std::dec << " cell_folds=" << cv.cell_folds << " gene_folds=" << cv.gene_folds
+      << " replicates=" << cv.replicates << " seed=" << cv.seed << " batch=" << cv.batch;
+  for (const auto& field : solver_option_fields()) key << ' ' << field.name << '=' << field.get(opts);
+  return key.str();
+}
+
+void CrossValidationCheckpoint::begin(const std::string& key) {
+  key_ = key;
+  units_.clear();
+  resumed_ = 0;
+  std::ifstream in(path_);
+  std::string line;
+  if (!in || !std::getline(in, line) || line != bcv::checkpoint_header) return;
+  if (!std::getline(in, line) || line != "key " + key) return;  // another run's
+  std::map<std::pair<int, int>, std::vector<double>> units;
+  while (std::getline(in, line)) {
+    std::istringstream fields(line);
+    int block = 0, k = 0;
+    size_t count = 0;
+    if (!(fields >> block >> k >> count) || count > (size_t(1) << 20)) return;  // unreadable
+    std::vector<double> errors;
+    std::string text;
+    for (size_t i = 0; i < count; ++i) {
+      if (!(fields >> text)) return;
+      char* end = nullptr;
+      const double v = std::strtod(text.c_str(), &end);
+      if (end == text.c_str() || *end != '\0' || !std::isfinite(v)) return;
+      errors.push_back(v);
+    }
+    units[{block, k}] = std::move(errors);
+  }
+  units_ = std::move(units);
+  resumed_ = units_.size();
+}
+
+bool CrossValidationCheckpoint::find(int block, int k, std::vector<double>& errors) const {
+  const auto it = units_.find({block, k});
+  if (it == units_.end()) return false;
+  errors = it->second;
+  return true;
+}
+
+void CrossValidationCheckpoint::save(int block, int k, const std::vector<double>& errors) {
+  units_[{block, k}] = errors;
+  std::string text = std::string(bcv::checkpoint_header) + "\nkey " + key_ + "\n";
+  char buf[40];
+  for (const auto& [unit, e] : units_) {
+    text += std::to_string(unit.first) + ' ' + std::to_string(unit.second) + ' ' +
+            std::to_string(e.size());
+    for (double v : e) {
+      std::snprintf(buf, sizeof buf, " %.17g", v);  // round-trips exactly
+      text += buf;
+    }
+    text += '\n';
+  }
+  io::AtomicFile f(path_, path_.string() + " (the cross-validation's checkpoint)");
+  f.write(text);
+  f.commit();
+}
+
+void CrossValidationCheckpoint::remove() {
+  std::error_code ec;
+  std::filesystem::remove(path_, ec);
+  units_.clear();
+}
+
+// ---- the cross-validation --------------------------------------------------------------------
+
 std::vector<CrossValidationK> cross_validate(const ExecSpace& space, const io::CsrBlock<double>& X,
                                              const std::vector<int>& ks, const SolverOptions& opts,
-                                             const CrossValidationOptions& cv) {
+                                             const CrossValidationOptions& cv,
+                                             CrossValidationStore* store) {
   const bcv::Prepared p = bcv::prepare(X, ks, opts, cv);
+  if (store) store->begin(cross_validation_key(X, p.o, cv));
   std::vector<CrossValidationK> out;
   for (int k : ks) out.push_back(CrossValidationK{k, 0.0, 0.0, 0.0, {}});
   for (int a = 0; a < cv.cell_folds; ++a)
     for (int b = 0; b < cv.gene_folds; ++b) {
-      const bcv::Block blk = bcv::make_block(space, X, p.cell_fold, p.gene_fold, a, b, cv.gene_folds);
-      for (size_t ki = 0; ki < ks.size(); ++ki) {
-        const auto pred = bcv::predict(space, blk, ks[ki], p.o, cv);
-        for (int r = 0; r < cv.replicates; ++r)
-          out[ki].errors.push_back(bcv::prediction_error(blk.C, pred.usages[size_t(r)],
-                                                    pred.spectra_t[size_t(r)], ks[ki],
-                                                    p.o.beta_loss));
+      // the units of this block a store holds, then the block built for the others
+      const int index = a * cv.gene_folds + b;
+      std::vector<std::vector<double>> errors(ks.size());
+      std::vector<size_t> todo;
+      for (size_t ki = 0; ki < ks.size(); ++ki)
+        if (!store || !store->find(index, ks[ki], errors[ki]) ||
+            errors[ki].size() != size_t(cv.replicates)) {
+          errors[ki].clear();
+          todo.push_back(ki);
+        }
+      if (!todo.empty()) {
+        const bcv::Block blk = bcv::make_block(space, X, p.cell_fold, p.gene_fold, a, b, cv.gene_folds);
+        for (const size_t ki : todo) {
+          const auto pred = bcv::predict(space, blk, ks[ki], p.o, cv);
+          for (int r = 0; r < cv.replicates; ++r)
+            errors[ki].push_back(bcv::prediction_error(blk.C, pred.usages[size_t(r)],
+                                                       pred.spectra_t[size_t(r)], ks[ki],
+                                                       p.o.beta_loss));
+          if (store) store->save(index, ks[ki], errors[ki]);
+        }
       }
+      for (size_t ki = 0; ki < ks.size(); ++ki)
+        out[ki].errors.insert(out[ki].errors.end(), errors[ki].begin(), errors[ki].end());
     }
   for (auto& row : out) {
     const double m = double(row.errors.size());
@@ -294,7 +411,8 @@ std::vector<CrossValidationK> cross_validate(const ExecSpace& space, const io::C
 
 std::vector<CrossValidationK> cross_validate(const ExecSpace& space, const RowSource& X,
                                              const std::vector<int>& ks, const SolverOptions& opts,
-                                             const CrossValidationOptions& cv) {
+                                             const CrossValidationOptions& cv,
+                                             CrossValidationStore* store) {
   io::CsrBlock<double> whole;
   whole.ncols = X.cols();
   X.for_each_block(std::numeric_limits<size_type>::max() / 2, [&](const io::CsrBlock<double>& b) {
@@ -304,7 +422,7 @@ std::vector<CrossValidationK> cross_validate(const ExecSpace& space, const RowSo
     whole.values.insert(whole.values.end(), b.values.begin(), b.values.end());
     whole.row_end = b.row_end;
   });
-  return cross_validate(space, whole, ks, opts, cv);
+  return cross_validate(space, whole, ks, opts, cv, store);
 }
 
 int choose_k(const std::vector<CrossValidationK>& table, bool one_std_error) {

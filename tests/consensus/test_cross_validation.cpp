@@ -6,7 +6,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <random>
+#include <stdexcept>
 
 #include "knmf/consensus/cross_validation.hpp"
 #include "knmf/core/error.hpp"
@@ -146,6 +149,84 @@ TEST(CrossValidation, ChooseK) {
   t[1].errors = {0.27, 0.33, 0.27, 0.31};  // the same mean, 0.295, now scattered around 4's
   t[1].mean = 0.295;
   EXPECT_EQ(choose_k(t, true), 3);
+}
+
+// Resume: a run stopped after some units (a held-out block at one k) leaves them in its
+// checkpoint file; a later run with the same key takes them up, computes only the others and
+// gives the same table bit for bit. A file of another run (another seed) or one that does not
+// parse is ignored.
+namespace {
+/// Saves through to a checkpoint, counts the saves and, after `stop_after` of them, throws as a
+/// kill would end the run (after the unit's file was committed).
+class StoppingStore final : public CrossValidationStore {
+public:
+  StoppingStore(CrossValidationCheckpoint& inner, int stop_after) : inner_(inner), left_(stop_after) {}
+  void begin(const std::string& key) override { inner_.begin(key); }
+  bool find(int block, int k, std::vector<double>& e) const override { return inner_.find(block, k, e); }
+  void save(int block, int k, const std::vector<double>& e) override {
+    inner_.save(block, k, e);
+    ++saves;
+    if (--left_ == 0) throw std::runtime_error("stopped");
+  }
+  int saves = 0;
+
+private:
+  CrossValidationCheckpoint& inner_;
+  int left_;
+};
+}  // namespace
+
+TEST(CrossValidation, AStoppedRunResumesFromItsCheckpoint) {
+  const auto x = low_rank(60, 30, 3, 0.05, 5);
+  CrossValidationOptions cv;
+  cv.replicates = 2;
+  const std::vector<int> ks = {2, 3, 4};
+  const auto whole = cross_validate(ExecSpace(), x.csr, ks, cd_options(), cv);
+  knmf::test::TempDir tmp("knmf-cv-resume");
+  const auto path = tmp.path() / "cv.checkpoint";
+  {
+    CrossValidationCheckpoint file(path);
+    StoppingStore stop(file, 5);  // 4 blocks x 3 k = 12 units: stopped after 5
+    EXPECT_THROW(cross_validate(ExecSpace(), x.csr, ks, cd_options(), cv, &stop), std::runtime_error);
+    EXPECT_EQ(stop.saves, 5);
+  }
+  ASSERT_TRUE(std::filesystem::exists(path));
+  std::string header, key;
+  {
+    std::ifstream in(path);
+    std::getline(in, header);
+    std::getline(in, key);
+  }
+  EXPECT_EQ(key.rfind("key n=60 g=30 ", 0), 0u) << key;
+  CrossValidationCheckpoint file(path);
+  StoppingStore counting(file, -1);
+  const auto resumed = cross_validate(ExecSpace(), x.csr, ks, cd_options(), cv, &counting);
+  EXPECT_EQ(file.resumed(), 5u);
+  EXPECT_EQ(counting.saves, 12 - 5) << "only the units not finished before";
+  ASSERT_EQ(resumed.size(), whole.size());
+  for (size_t i = 0; i < whole.size(); ++i) {
+    EXPECT_EQ(resumed[i].errors, whole[i].errors) << "k " << whole[i].k;
+    EXPECT_EQ(resumed[i].mean, whole[i].mean);
+    EXPECT_EQ(resumed[i].sd, whole[i].sd);
+  }
+  // another run's file: its units are not taken up
+  CrossValidationOptions other = cv;
+  other.seed = 15;
+  CrossValidationCheckpoint again(path);
+  StoppingStore recount(again, -1);
+  cross_validate(ExecSpace(), x.csr, {2}, cd_options(), other, &recount);
+  EXPECT_EQ(again.resumed(), 0u);
+  EXPECT_EQ(recount.saves, 4);
+  // a damaged file of this run: ignored, then replaced by the run's own
+  {
+    std::ofstream(path) << header << "\n" << key << "\n0 2 2 0.5 x\n";
+  }
+  CrossValidationCheckpoint damaged(path);
+  const auto fresh = cross_validate(ExecSpace(), x.csr, {2}, cd_options(), cv, &damaged);
+  EXPECT_EQ(damaged.resumed(), 0u);
+  EXPECT_EQ(fresh[0].errors, whole[0].errors);
+  damaged.remove();
+  EXPECT_FALSE(std::filesystem::exists(path));
 }
 
 TEST(CrossValidation, OptionErrorsNameTheOption) {

@@ -272,6 +272,8 @@ TEST(Cli, KSelectionCrossValidatesByBothRoutes) {
   };
   ASSERT_EQ(cli::run(with({"knmf", "k-selection", "--output-dir", dir, "--name", "pbmcA", "-k", "6", "7"})), 0);
   const io::CnmfPaths p(dir, "pbmcA");
+  // the resume checkpoint is gone once the outputs are written
+  EXPECT_FALSE(fs::exists(fs::path(p.tmp_dir()) / "pbmcA.k_selection.cross_validation.checkpoint"));
   const auto stats = io::read_df_npz(p.k_selection_stats());
   ASSERT_EQ(stats.cols, 6);
   EXPECT_EQ(io::label_to_string(stats.columns[4]), "cv_prediction_error");
@@ -285,6 +287,7 @@ TEST(Cli, KSelectionCrossValidatesByBothRoutes) {
   const fs::path results = tmp.path() / "run.h5";
   make_pbmc_results(results, tmp.path(), {6, 7});
   ASSERT_EQ(cli::run(with({"knmf", "k-selection", "--results", results.string()})), 0);
+  EXPECT_FALSE(fs::exists(results.string() + ".cross_validation.checkpoint"));
   const auto table = results::ResultsReader::open(results).k_selection();
   ASSERT_TRUE(table);
   ASSERT_TRUE(table->cross_validation);

@@ -17,7 +17,12 @@
 /// knows nothing but the block's mean. Its mean over blocks and replicates has a minimum in k
 /// where the error of the fit to X itself, which falls as k grows, has none.
 
+#include <cstddef>
 #include <cstdint>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "knmf/core/types.hpp"
@@ -60,12 +65,59 @@ struct Folds {
 };
 Folds cross_validation_folds(std::int64_t n, std::int64_t g, const CrossValidationOptions& cv);
 
+/// Where cross_validate keeps each finished unit (one held-out block at one k: its
+/// replicates' prediction errors), so that a run stopped part way resumes without redoing
+/// the units it finished.
+class CrossValidationStore {
+public:
+  virtual ~CrossValidationStore() = default;
+  /// Called once, before any find(): `key` identifies the run (cross_validation_key); units
+  /// recorded under another key are not this run's.
+  virtual void begin(const std::string& key) = 0;
+  /// The errors of unit (block, k) recorded before: true and `errors` filled, or false.
+  virtual bool find(int block, int k, std::vector<double>& errors) const = 0;
+  /// Records a finished unit.
+  virtual void save(int block, int k, const std::vector<double>& errors) = 0;
+};
+
+/// A store kept in a text file (what `knmf k-selection --cross-validate` uses): its key, then
+/// one line per finished unit, the errors printed to round-trip exactly; every save rewrites
+/// the file through io::AtomicFile, so a run killed at any point leaves the units it finished
+/// and a later run with the same key takes them up. A file that does not parse, or of another
+/// key, is ignored (and replaced at the first save). remove() deletes it: a finished run.
+class CrossValidationCheckpoint final : public CrossValidationStore {
+public:
+  explicit CrossValidationCheckpoint(std::filesystem::path path) : path_(std::move(path)) {}
+  void begin(const std::string& key) override;
+  bool find(int block, int k, std::vector<double>& errors) const override;
+  void save(int block, int k, const std::vector<double>& errors) override;
+  void remove();
+  /// Units taken up from the file by begin().
+  std::size_t resumed() const { return resumed_; }
+  const std::filesystem::path& path() const { return path_; }
+
+private:
+  std::filesystem::path path_;
+  std::string key_;
+  std::map<std::pair<int, int>, std::vector<double>> units_;
+  std::size_t resumed_ = 0;
+};
+
+/// The identity of a cross-validation run: X's shape and a checksum of its stored entries,
+/// the grid's options and every solver option's canonical text.
+std::string cross_validation_key(const io::CsrBlock<double>& X, const SolverOptions& opts,
+                                 const CrossValidationOptions& cv);
+
 /// The bi-cross-validation of X (cells x genes, host CSR covering rows [0, n)) at each k of
 /// `ks`, with the solver options of the run (opts.return_W is set internally). Sparse X is
-/// never densified: each block's matrices are CSR sub-matrices of X.
+/// never densified: each block's matrices are CSR sub-matrices of X. With a `store`, the units
+/// it holds for this run are taken from it (a block whose units are all there is not even
+/// built) and every unit computed is saved to it as it finishes: the same table as a run in
+/// one go, bit for bit.
 std::vector<CrossValidationK> cross_validate(const ExecSpace& space, const io::CsrBlock<double>& X,
                                              const std::vector<int>& ks, const SolverOptions& opts,
-                                             const CrossValidationOptions& cv);
+                                             const CrossValidationOptions& cv,
+                                             CrossValidationStore* store = nullptr);
 
 /// What one held-out block (a, b) predicts at rank k, one entry per replicate: the usages
 /// W_I (|I| x k, row-major) refit to X[I,-J] and the spectra H_J as their transpose
@@ -81,7 +133,8 @@ BlockPrediction predict_block(const ExecSpace& space, const io::CsrBlock<double>
 /// The same for X read from a row source (once, into host memory as one CSR matrix).
 std::vector<CrossValidationK> cross_validate(const ExecSpace& space, const RowSource& X,
                                              const std::vector<int>& ks, const SolverOptions& opts,
-                                             const CrossValidationOptions& cv);
+                                             const CrossValidationOptions& cv,
+                                             CrossValidationStore* store = nullptr);
 
 /// The k with the smallest mean prediction error; with `one_std_error`, the smallest k whose
 /// mean is within one standard error of that minimum: of the paired differences to it when
