@@ -16,7 +16,8 @@
 # ratio, then their median).
 #   perf/cnmf_workers.sh [BUILD] [ROUNDS] [TAG]     (defaults: build-perf, 5, run)
 # Env: KNMF_SHARED_DIR (default ../shared), KNMF_BASE (optional second build), CNMF_ONE=0 (skip
-# the one-process cNMF runs).
+# the one-process cNMF runs). cNMF needs Debian's python3-numpy, -scipy, -pandas, -sklearn,
+# -anndata, -h5py, -yaml and -matplotlib (its run_cnmf.sh lists them).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 B=${1:-build-perf} ROUNDS=${2:-5} TAG=${3:-run}
