@@ -179,6 +179,25 @@ size_type gather_slab_rows(size_type cols, size_type rows) {
   return std::max<size_type>(vec, gather_block_bytes / row_bytes / vec * vec);
 }
 
+/// One pass of a host gather: output columns [0, m) in dynamically scheduled chunks of
+/// `chunk` (rows of X vary in length), rows [r0, r0 + nr) of `in` and `out`; column a sums the
+/// entries [begin[a] - base, end[a] - base) (host_kernels.hpp, host_gather_ranges).
+template <class T>
+void host_gather_pass(const ExecSpace& space, const char* label, size_type m, size_type chunk,
+                      const size_type* begin, const size_type* end, size_type base,
+                      const ordinal_type* entries, const T* values, const T* in, size_type ld_in,
+                      T* out, size_type ld_out, size_type r0, size_type nr, bool accumulate) {
+  Kokkos::parallel_for(
+      label,
+      Kokkos::RangePolicy<ExecSpace, Kokkos::Schedule<Kokkos::Dynamic>,
+                          Kokkos::IndexType<size_type>>(space, 0, (m + chunk - 1) / chunk),
+      [=](const size_type c) {
+        const size_type a0 = c * chunk, a1 = a0 + chunk < m ? a0 + chunk : m;
+        host_gather_ranges(begin, end, base, entries, values, a0, a1, in + r0, ld_in, out + r0,
+                           ld_out, nr, accumulate);
+      });
+}
+
 /// out(:, a) = [out(:, a) +] sum over row a of A of A(a, b) * in(:, b), for the first
 /// out.extent(1) rows of a CSR matrix given by raw views: row_map holds 64-bit offsets that
 /// index entries/values after subtracting `base` (a streamed block keeps the global offsets of
@@ -209,22 +228,12 @@ void spmm_gather(const ExecSpace& space, const RowMap& row_map, size_type base,
     (void)scratch;
     // In row slabs of `in` of at most gather_block_bytes (gather_slab_rows), each slab a pass
     // over all the output columns, so that the slab stays in cache across them.
-    constexpr size_type chunk = 64;
-    const size_type nchunk = (m + chunk - 1) / chunk;
-    const size_type ld_in = size_type(in.stride(1)), ld_out = size_type(out.stride(1));
     const size_type slab = gather_slab_rows<T>(in_cols > 0 ? in_cols : size_type(in.extent(1)), rows);
-    for (size_type r0 = 0; r0 < rows; r0 += slab) {
-      const size_type nr = r0 + slab < rows ? slab : rows - r0;
-      Kokkos::parallel_for(
-          "knmf::spmm_gather",
-          Kokkos::RangePolicy<ExecSpace, Kokkos::Schedule<Kokkos::Dynamic>,
-                              Kokkos::IndexType<size_type>>(space, 0, nchunk),
-          [=](const size_type c) {
-            const size_type a0 = c * chunk, a1 = a0 + chunk < m ? a0 + chunk : m;
-            host_gather(row_map.data(), base, entries.data(), values.data(), a0, a1,
-                        in.data() + r0, ld_in, out.data() + r0, ld_out, nr, accumulate);
-          });
-    }
+    for (size_type r0 = 0; r0 < rows; r0 += slab)
+      host_gather_pass<T>(space, "knmf::spmm_gather", m, 64, row_map.data(), row_map.data() + 1,
+                          base, entries.data(), values.data(), in.data(), size_type(in.stride(1)),
+                          out.data(), size_type(out.stride(1)), r0, std::min(slab, rows - r0),
+                          accumulate);
   } else {
     constexpr size_type S = gather_segment_entries;
     Kokkos::parallel_for(
@@ -274,29 +283,18 @@ void wt_times_x(const ExecSpace& space, const CsrMatrix<T>& X, const Matrix<T>& 
       const size_type blocks = size_type(table.extent(0)) / g - 1;
       // row slabs of W whose cell block fits gather_block_bytes, then groups of blocks
       const size_type slab = gather_slab_rows<T>(gather_cell_block, rows);
-      constexpr size_type chunk = 16;  // genes per task: enough tasks for both threads
-      const size_type nchunk = (g + chunk - 1) / chunk;
-      const size_type ld_in = size_type(W.stride(1)), ld_out = size_type(Q.stride(1));
       const auto& xt = X.xt();
       const size_type* offsets = table.data();
       for (size_type r0 = 0; r0 < rows; r0 += slab) {
-        const size_type nr = r0 + slab < rows ? slab : rows - r0;
+        const size_type nr = std::min(slab, rows - r0);
         const size_type per_block = gather_cell_block * nr * size_type(sizeof(T));
         const size_type group = std::max<size_type>(1, gather_block_bytes / per_block);
-        for (size_type b0 = 0; b0 < blocks; b0 += group) {
-          const size_type b1 = std::min(blocks, b0 + group);
-          const bool accumulate = b0 > 0;
-          Kokkos::parallel_for(
-              "knmf::spmm_gather_blocked",
-              Kokkos::RangePolicy<ExecSpace, Kokkos::Schedule<Kokkos::Dynamic>,
-                                  Kokkos::IndexType<size_type>>(space, 0, nchunk),
-              [=](const size_type c) {
-                const size_type a0 = c * chunk, a1 = a0 + chunk < g ? a0 + chunk : g;
-                host_gather_ranges(offsets + b0 * g, offsets + b1 * g, 0,
-                                   xt.graph.entries.data(), xt.values.data(), a0, a1,
-                                   W.data() + r0, ld_in, Q.data() + r0, ld_out, nr, accumulate);
-              });
-        }
+        for (size_type b0 = 0; b0 < blocks; b0 += group)  // 16 genes per task: enough tasks
+          host_gather_pass<T>(space, "knmf::spmm_gather_blocked", g, 16, offsets + b0 * g,
+                              offsets + std::min(blocks, b0 + group) * g, 0,
+                              xt.graph.entries.data(), xt.values.data(), W.data(),
+                              size_type(W.stride(1)), Q.data(), size_type(Q.stride(1)), r0, nr,
+                              b0 > 0);
       }
       return;
     }
