@@ -322,8 +322,11 @@ void check_host_loops(int k) {
   }
 }
 
+// k = 4, 8, 9, 20, 64: the AVX-512 CD sweep's loads and stores in 8 values of t at a time (a
+// partial chunk, one whole, one and a bit, two and a half, eight); 61 columns: a group of 32,
+// three of 8 and 5 one by one.
 TEST(HostKernels, LanesAndTilesEqualTheOneColumnLoops) {
-  for (const int k : {4, 20, 64}) {
+  for (const int k : {4, 8, 9, 20, 64}) {
     check_host_loops<float>(k);
     check_host_loops<double>(k);
   }

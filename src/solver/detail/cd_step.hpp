@@ -31,16 +31,25 @@ struct CdStep {
   bool update;  ///< hess != 0 (scikit-learn leaves the coordinate as it is otherwise)
 };
 
+/// The step's statements, declaring CdStep<V> `step` from w, grad and hess. A macro so that
+/// the host's AVX-512 lane sweep (host_kernels.cpp) can expand it inside its own
+/// target("avx512f") function: GCC lowers the vector comparisons of a function compiled for
+/// the baseline ISA (a template such as cd_step below) lane by lane, with scalar compares,
+/// even where that function is then inlined into an AVX-512 one.
+#define KNMF_CD_STEP(V, step, w, grad, hess)                                                  \
+  const V step##_zero = V{};                                                                 \
+  const V step##_neg = (grad) < step##_zero ? (grad) : step##_zero;                          \
+  const V step##_pg = (w) == step##_zero ? step##_neg : (grad);                              \
+  ::knmf::detail::CdStep<V> step{step##_pg < step##_zero ? -step##_pg : step##_pg,           \
+                                 step##_zero, (hess) != 0.0};                                \
+  if (step.update) {                                                                         \
+    const V step##_nw = (w) - (grad) / (hess);                                               \
+    step.value = step##_nw > step##_zero ? step##_nw : step##_zero;                          \
+  }
+
 template <class V>
 KOKKOS_INLINE_FUNCTION CdStep<V> cd_step(const V& w, const V& grad, double hess) {
-  const V zero = V{};
-  const V neg = grad < zero ? grad : zero;
-  const V pg = w == zero ? neg : grad;
-  CdStep<V> step{pg < zero ? -pg : pg, zero, hess != 0.0};
-  if (step.update) {
-    const V nw = w - grad / hess;
-    step.value = nw > zero ? nw : zero;
-  }
+  KNMF_CD_STEP(V, step, w, grad, hess)
   return step;
 }
 
