@@ -322,13 +322,78 @@ void check_host_loops(int k) {
   }
 }
 
-// k = 4, 8, 9, 20, 64: the AVX-512 CD sweep's loads and stores in 8 values of t at a time (a
-// partial chunk, one whole, one and a bit, two and a half, eight); 61 columns: a group of 32,
-// three of 8 and 5 one by one.
+// Every vector width this CPU has (host_vector_level: AVX-512, AVX2, baseline), each against
+// its own one-column loops. k = 4, 8, 9, 20, 64: the lanes' loads and stores in 8 values of t
+// at a time on AVX-512 (a partial chunk, one whole, one and a bit, two and a half, eight);
+// 61 columns: groups of lanes side by side, single groups and columns one by one.
 TEST(HostKernels, LanesAndTilesEqualTheOneColumnLoops) {
+  const int top = detail::host_vector_level();
+  for (int level = top; level >= 0; --level) {
+    SCOPED_TRACE("vector level " + std::to_string(level));
+    detail::set_host_vector_level(level);
+    for (const int k : {4, 8, 9, 20, 64}) {
+      check_host_loops<float>(k);
+      check_host_loops<double>(k);
+    }
+  }
+  detail::set_host_vector_level(top);
+}
+
+// The widths against each other, bit for bit: CD sweep, MU update, Gram and the gather.
+template <class T>
+void check_widths_agree(int k) {
+  SCOPED_TRACE("k = " + std::to_string(k) + (sizeof(T) == 4 ? " fp32" : " fp64"));
+  HostSlot<T> a(k, 11u + unsigned(k));
+  const int top = detail::host_vector_level();
+  // a CSR of 9 rows over the slot's 61 columns, rows of 0 to 20 entries
+  std::vector<std::int64_t> map{0};
+  std::vector<std::int32_t> entries;
+  std::vector<T> values;
+  std::mt19937_64 gen(5u);
+  for (int r = 0; r < 9; ++r) {
+    for (int e = 0; e < int(gen() % 21); ++e) {
+      entries.push_back(std::int32_t(gen() % std::uint64_t(a.m)));
+      values.push_back(T(double(gen() % 1000) / 997.0));
+    }
+    map.push_back(std::int64_t(entries.size()));
+  }
+  struct Out {
+    std::vector<T> cd, mu, gather;
+    double viol;
+    std::vector<double> gram;
+  };
+  const auto run = [&](int level) {
+    detail::set_host_vector_level(level);
+    Out o{a.F, std::vector<T>(a.F.size(), T(-1)), {}, 0.0, std::vector<double>(size_t(k * k))};
+    o.viol = detail::host_cd_sweep(a.G.data(), 0.05, k, o.cd.data(), a.Num.data(), a.ld, a.row0,
+                                   0, a.m);
+    detail::host_mu_update(a.G.data(), k, a.F.data(), a.Num.data(), o.mu.data(), a.ld, a.row0,
+                           0, a.m, 0.01, 0.2, false, 0.0);
+    detail::host_slot_gram(k, a.F.data(), a.ld, a.row0, 0, a.m, o.gram.data());
+    // out (a.ld rows x 9 columns) = the rows' entries gathered from F's columns
+    o.gather.assign(size_t(a.ld * 9), T(0));
+    detail::host_gather_ranges(map.data(), map.data() + 1, 0, entries.data(), values.data(), 0, 9,
+                               a.F.data(), a.ld, o.gather.data(), a.ld, a.ld, false);
+    return o;
+  };
+  const Out want = run(top);
+  for (int level = top - 1; level >= 0; --level) {
+    SCOPED_TRACE("vector level " + std::to_string(level) + " against " + std::to_string(top));
+    const Out got = run(level);
+    EXPECT_EQ(got.cd, want.cd);
+    EXPECT_EQ(got.viol, want.viol);
+    EXPECT_EQ(got.mu, want.mu);
+    EXPECT_EQ(got.gram, want.gram);
+    EXPECT_EQ(got.gather, want.gather);
+  }
+  detail::set_host_vector_level(top);
+}
+
+TEST(HostKernels, EveryVectorWidthComputesTheSameNumbers) {
+  if (detail::host_vector_level() == 0) GTEST_SKIP() << "this CPU has one vector width only";
   for (const int k : {4, 8, 9, 20, 64}) {
-    check_host_loops<float>(k);
-    check_host_loops<double>(k);
+    check_widths_agree<float>(k);
+    check_widths_agree<double>(k);
   }
 }
 

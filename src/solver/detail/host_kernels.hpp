@@ -1,13 +1,21 @@
 #pragma once
 /// \file
-/// Host (OpenMP/Serial) inner loops of the sparse products, compiled once per x86-64 vector
-/// width and chosen at run time (GCC function multiversioning: AVX-512, AVX2, baseline), so a
-/// portable build still uses the CPU's vector units. No FMA contraction (ISO C++ mode), so
-/// every variant computes the same sums in the same order.
+/// Host (OpenMP/Serial) inner loops of the sparse products, the updates and the Grams, compiled
+/// once per x86-64 vector width (AVX-512, AVX2, baseline: host_kernels_isa.inc under
+/// `#pragma GCC target`) and chosen at run time from the CPU's features, so a portable build
+/// still uses the CPU's vector units. No FMA contraction (ISO C++ mode), so every width
+/// computes the same sums in the same order.
 
 #include <cstdint>
 
 namespace knmf::detail {
+
+/// The vector width the host kernels below use: 2 AVX-512, 1 AVX2, 0 the baseline.
+int host_vector_level();
+/// Caps the width at `level` (at most what the CPU has) and returns the width used before:
+/// for tests, which check that every width computes the same numbers. Not thread-safe: call
+/// it while no kernel runs.
+int set_host_vector_level(int level);
 
 /// For output columns a in [a0, a1): out[:, a] = [out[:, a] +] sum_p values[p] * in[:, entries[p]]
 /// over p in [row_begin[a] - base, row_end[a] - base), in p order; `rows` values per column,
