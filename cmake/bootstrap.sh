@@ -51,6 +51,7 @@ pkgs=(cmake ninja-build g++ pkg-config ccache curl ca-certificates libhdf5-dev l
       libyaml-cpp-dev zlib1g-dev libcairo2-dev nlohmann-json3-dev libopenmpi-dev openmpi-bin
       python3-numpy python3-scipy python3-sklearn python3-pandas python3-h5py python3-anndata
       python3-yaml universal-ctags  # (tests/core/check_code_size.py: functions' end lines)
+      python3-dev pybind11-dev python3-pytest  # the Python module (python/) and its tests
       clang-14 libclang-rt-14-dev)  # libFuzzer + sanitizers (libclang_rt.fuzzer): tests/fuzz
 # (libopenblas-dev is BLAS for Kokkos Kernels and LAPACK for the NNDSVD init: find_package(LAPACK)
 # with BLA_VENDOR=OpenBLAS; python3-sklearn/scipy are only for tests/scripts/make_golden_*.py)

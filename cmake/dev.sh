@@ -20,6 +20,7 @@
 # arguments), KNMF_CTEST_ARGS (extra ctest arguments), KNMF_CTEST_JOBS (tests run at once,
 # default nproc; the longest start first: COST in tests/CMakeLists.txt), KNMF_SKIP_APT=1,
 # KNMF_CCACHE=0 (no ccache), KNMF_CUDA_HOST_OPT (cuda-build: the host compiler's -O level, default -O3).
+# KNMF_PYTHON (the Python the module is built for and tested with; default /usr/bin/python3).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 cmd=${1:-test}; shift || true
@@ -46,6 +47,10 @@ configure_build() {  # $1 build dir, $2 prefix, rest: cmake args
   cmake --build "$bdir" -j "$jobs"
 }
 
+# The Python module (python/, docs/python.md) for Debian's Python, which has numpy, scipy and
+# pytest (another python3 first on PATH, e.g. pyenv's, may lack them): KNMF_PYTHON to choose.
+python=(-DKNMF_ENABLE_PYTHON=ON "-DPython_EXECUTABLE=${KNMF_PYTHON:-/usr/bin/python3}")
+
 case "$cmd" in
   demo|test|build)
     prefix=$(cmake/bootstrap.sh | tail -n1)
@@ -54,7 +59,7 @@ case "$cmd" in
     # (CI), not by `test`: no test runs them.
     perf=ON
     [[ $cmd == test ]] && perf=OFF
-    configure_build "$bdir" "$prefix" -DKNMF_ENABLE_MPI=ON -DKNMF_ENABLE_PERF=$perf
+    configure_build "$bdir" "$prefix" -DKNMF_ENABLE_MPI=ON -DKNMF_ENABLE_PERF=$perf "${python[@]}"
     export OMP_PROC_BIND=${OMP_PROC_BIND:-spread} OMP_PLACES=${OMP_PLACES:-threads}
     case "$cmd" in
       demo) exec "$bdir/drivers/knmf" demo "$@" ;;
@@ -68,7 +73,7 @@ case "$cmd" in
     # two builds (.ci/README.md). So no -Werror here; a compiler warning fails the step instead,
     # found in the build's output (ccache replays a cached compile's warnings).
     mkdir -p "$bdir"
-    configure_build "$bdir" "$prefix" -DKNMF_ENABLE_MPI=ON -DKNMF_DEVICE_KERNELS_ON_HOST=ON \
+    configure_build "$bdir" "$prefix" -DKNMF_ENABLE_MPI=ON -DKNMF_DEVICE_KERNELS_ON_HOST=ON "${python[@]}" \
       -DKNMF_ENABLE_PERF=ON 2>&1 | tee "$bdir/device-build.log"
     if grep -Ei 'warning' "$bdir/device-build.log" >&2; then
       echo "device-test: the compiler printed warnings (above; full log $bdir/device-build.log)" >&2

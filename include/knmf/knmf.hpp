@@ -62,6 +62,7 @@
 
 // run: a factorize run and its memory plan
 #include "knmf/run/factorize.hpp"
+#include "knmf/run/in_memory.hpp"
 #include "knmf/run/memory.hpp"
 
 // results: knmf's results file, `knmf compare`

@@ -22,3 +22,13 @@ message(STATUS "consumer output:\n${last_output}")
 if(NOT last_output MATCHES "consumer ok")
   message(FATAL_ERROR "consumer did not report success")
 endif()
+# the Python module, when built: importable from the prefix alone
+if(PYTHON AND PYTHON_SITE)
+  execute_process(COMMAND ${CMAKE_COMMAND} -E env PYTHONPATH=${prefix}/${PYTHON_SITE}
+                          ${PYTHON} -c "import knmf, os; print(knmf.__version__, os.path.dirname(knmf.__file__))"
+                  WORKING_DIRECTORY ${WORK_DIR} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0 OR NOT out MATCHES "^${VERSION} ${prefix}/${PYTHON_SITE}/knmf")
+    message(FATAL_ERROR "the installed Python module does not import from ${prefix}/${PYTHON_SITE} (${rc}): ${out}${err}")
+  endif()
+  message(STATUS "Python module: ${out}")
+endif()

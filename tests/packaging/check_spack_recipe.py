@@ -267,9 +267,9 @@ def load_recipe():
 # ---------------------------------------------------------------------------------------------
 # Evaluating the recorded directives for one configuration of knmf
 # ---------------------------------------------------------------------------------------------
-def knmf_values(openmp=True, cuda=False, cuda_arch="none", mpi=False):
+def knmf_values(openmp=True, cuda=False, cuda_arch="none", mpi=False, python=False):
     return {"openmp": openmp, "cuda": cuda, "cuda_arch": cuda_arch if cuda else "none",
-            "mpi": mpi}
+            "mpi": mpi, "python": python}
 
 
 def when_holds(d, values):
@@ -322,6 +322,7 @@ CMAKE_TO_SPACK = {
     "yaml-cpp": "yaml-cpp", "MPI": "mpi", "CLI11": "cli11", "GTest": "googletest",
     "nlohmann_json": "nlohmann-json", "benchmark": "benchmark", "BLAS": "blas",
     "LAPACK": "lapack", "Cairo": "cairo", "OpenMP": None, "Threads": None, "Python3": "python",
+    "Python": "python", "pybind11": "py-pybind11",
 }
 
 
@@ -472,7 +473,8 @@ def main():
 
     # every find_package of the project is a dependency; outside tests/ not test-only
     all_deps = {}
-    for values in (knmf_values(), knmf_values(mpi=True), knmf_values(cuda=True, cuda_arch="80")):
+    for values in (knmf_values(), knmf_values(mpi=True), knmf_values(cuda=True, cuda_arch="80"),
+                   knmf_values(python=True)):
         for n, lst in active_deps(values).items():
             all_deps.setdefault(n, set()).update(t for _, t in lst)
     for name, rel in find_packages():

@@ -23,6 +23,8 @@ class Knmf(CMakePackage, CudaPackage):
 
     variant("openmp", default=True, description="Kokkos OpenMP backend on the host")
     variant("mpi", default=False, description="Distribute jobs or rows of X over MPI ranks")
+    variant("python", default=False,
+            description="The Python module `import knmf` (pybind11; docs/python.md)")
 
     depends_on("c", type="build")  # FindHDF5 test-compiles with the C compiler
     depends_on("cxx", type="build")
@@ -67,6 +69,13 @@ class Knmf(CMakePackage, CudaPackage):
 
     depends_on("googletest", type="test")
 
+    # the Python module, installed into the prefix's site-packages folder
+    extends("python", when="+python")
+    depends_on("python@3.8:", when="+python", type=("build", "link", "run"))
+    depends_on("py-pybind11@2.11:", when="+python", type="build")  # 2.11: Pythons from 3.12
+    depends_on("py-numpy", when="+python", type=("build", "run"))
+    depends_on("py-scipy", when="+python", type="run")  # sparse input
+
     def cmake_args(self):
         return [
             # nvcc_wrapper for +cuda (kokkos+wrapper), Spack's C++ compiler otherwise.
@@ -77,7 +86,12 @@ class Knmf(CMakePackage, CudaPackage):
             self.define("KNMF_ENABLE_TESTS", self.run_tests),
             self.define("KNMF_ENABLE_PERF", False),
             self.define("KNMF_ENABLE_DRIVER", True),
-        ]
+            self.define_from_variant("KNMF_ENABLE_PYTHON", "python"),
+        ] + (
+            [self.define("Python_EXECUTABLE", self.spec["python"].command.path)]
+            if self.spec.satisfies("+python")
+            else []
+        )
 
     def check(self):
         """``spack install --test=root knmf``: the library's ctest suite (a +cuda build needs

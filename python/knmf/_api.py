@@ -1,0 +1,204 @@
+"""knmf.factorize and friends: the checks and the documented conversions of the inputs, then
+the compiled core (knmf._knmf), which copies X once into the library's own arrays."""
+
+import sys
+
+from . import _knmf
+
+__all__ = ["Factorization", "cnmf_seeds", "factorize", "set_num_threads"]
+
+
+def set_num_threads(n):
+    """Threads of knmf's OpenMP backend: call before knmf's first computation (Kokkos reads
+    it when it starts; OMP_NUM_THREADS otherwise). Later, a different n raises RuntimeError."""
+    _knmf.set_num_threads(int(n))
+
+
+def cnmf_seeds(seed, n_iter, ks):
+    """The seeds `cnmf prepare --seed SEED --n-iter N -k KS` writes into its job table:
+    {k: [n_iter seeds]} (numpy's RandomState(seed).randint(1, 2**31 - 1), in cNMF's order),
+    so knmf.factorize(X, k, seeds=cnmf_seeds(s, n, ks)[k]) reproduces a cNMF run."""
+    return _knmf.cnmf_seeds(int(seed), int(n_iter), [int(k) for k in ks])
+
+
+class Factorization:
+    """The replicates of one knmf.factorize call, in the order of their seeds. numpy owns
+    every array.
+
+    spectra  (R, k, g) float64   H of each replicate
+    usages   (R, n, k) dtype     W of each replicate ((0, n, k) with save_usages=False)
+    n_iter   (R,) int64          iterations run
+    errors   (R,) float64        the final ||X - W H||_F
+    errors_at_init (R,) float64  ||X - W0 H0||_F
+    seeds    (R,) int64          each replicate's seed
+    status   list of str         converged, max_iter or non_finite
+    dtype                        the compute type
+    x_format                     X's format in the library ('sparse' or 'dense') and why
+    input_bytes_copied           bytes the whole-matrix conversions of X made before the
+                                 library's own copy (0 for CSR with sorted indices and for
+                                 C- or Fortran-ordered float arrays, whatever their widths)
+    """
+
+    def __init__(self, d, dtype, copied):
+        self.spectra = d["spectra"]
+        self.usages = d["usages"]
+        self.n_iter = d["n_iter"]
+        self.errors = d["errors"]
+        self.errors_at_init = d["errors_at_init"]
+        self.seeds = d["seeds"]
+        self.status = list(d["status"])
+        self.dtype = dtype
+        self.x_format = (d["x_format"], d["x_format_reason"])
+        self.input_bytes_copied = copied
+
+    def __repr__(self):
+        R, k, g = self.spectra.shape
+        return (f"<knmf.Factorization: {R} replicate(s) of k = {k} over {g} genes, "
+                f"{self.dtype.__name__}, mean n_iter {self.n_iter.mean():.1f}>")
+
+
+def _numpy():
+    import numpy as np  # numpy only when arrays are used: `import knmf` works without it
+
+    return np
+
+
+def _option_text(v):
+    if isinstance(v, bool):
+        return str(int(v))
+    if isinstance(v, float):
+        return repr(v)  # shortest text that reads back as the same double
+    return str(v)
+
+
+def _prepare_x(X, dtype):
+    """X as the compiled core reads it: CSR arrays (int32 or int64 indices, sorted within each
+    row; float32 or float64 values) or a C- or Fortran-ordered float32 / float64 array. Those
+    are passed as they are (the core converts index widths and value types block by block
+    while copying X into the library). Anything else is converted here, once. Returns (kind,
+    arrays, compute dtype, bytes those conversions copied)."""
+    np = _numpy()
+    copied = 0
+    floats = (np.float32, np.float64)
+    sp = sys.modules.get("scipy.sparse")
+    if sp is None and type(X).__module__.startswith("scipy.sparse"):
+        import scipy.sparse as sp
+    if sp is not None and sp.issparse(X):
+        if X.ndim != 2:
+            raise ValueError(f"X has {X.ndim} dimensions, expected 2 (cells x genes)")
+        if X.format != "csr":
+            X = X.tocsr()  # CSC, COO, ...: converted once
+            copied += X.data.nbytes + X.indices.nbytes + X.indptr.nbytes
+        if not X.has_sorted_indices:
+            X = X.sorted_indices()
+            copied += X.data.nbytes + X.indices.nbytes + X.indptr.nbytes
+        if dtype is None:
+            dtype = X.dtype.type if X.dtype in floats else np.float64
+        indptr, indices, data = X.indptr, X.indices, X.data
+        if data.dtype not in floats:
+            data = data.astype(dtype)
+            copied += data.nbytes
+        arrays = []
+        for a in (indptr, indices, data):
+            if not a.flags.c_contiguous:
+                a = np.ascontiguousarray(a)
+                copied += a.nbytes
+            arrays.append(a)
+        n, g = X.shape
+        return "csr", (int(n), int(g), *arrays), dtype, copied
+    if not isinstance(X, np.ndarray):
+        X = np.asarray(X)
+        copied += X.nbytes
+    if X.ndim != 2:
+        raise ValueError(f"X has {X.ndim} dimension(s), expected 2 (cells x genes)")
+    if dtype is None:
+        dtype = X.dtype.type if X.dtype in floats else np.float64
+    if X.dtype not in floats:
+        X = np.ascontiguousarray(X, dtype=dtype)
+        copied += X.nbytes
+    elif not (X.flags.c_contiguous or X.flags.f_contiguous):
+        X = np.ascontiguousarray(X)  # strided views: one C-ordered copy
+        copied += X.nbytes
+    return "dense", (X,), dtype, copied
+
+
+def _progress_printer(total):
+    try:
+        from tqdm.auto import tqdm
+    except ImportError:
+        tqdm = None
+    if tqdm is not None:
+        bar = tqdm(total=total, unit="replicate")
+
+        def show(p):
+            bar.n = p["done"]
+            bar.set_postfix(k=p["k"], running=p["running"])
+            bar.refresh()
+            if p["done"] == p["total"]:
+                bar.close()
+
+        return show
+
+    def show(p):
+        print(f"knmf: k = {p['k']}: {p['done']}/{p['total']} replicates done, "
+              f"{p['running']} running, {p['seconds']:.1f} s", file=sys.stderr, flush=True)
+
+    return show
+
+
+def factorize(X, k, *, seeds=None, n_replicates=None, seed=14, solver="cd",
+              beta_loss="frobenius", init="random", tol=1e-4, max_iter=1000, alpha_W=0.0,
+              alpha_H="same", l1_ratio=0.0, dtype=None, batch=None, inner_sweeps=1,
+              progress=False, save_usages=True, format="auto", **options):
+    """Factorize X (cells x genes: numpy float32/float64 in C or Fortran order, or a
+    scipy.sparse matrix or array, CSR or CSC, int32 or int64 indices) at rank k, once per
+    seed, with the batched solver: the driver's `knmf factorize` in memory.
+
+    seeds: the replicates' seeds (e.g. cnmf_seeds(s, n, ks)[k]); or n_replicates (default 1)
+    seeds drawn as cNMF draws them from `seed`. The solver options are scikit-learn's NMF
+    names (solver, beta_loss, init, tol, max_iter, alpha_W, alpha_H, l1_ratio) and the
+    driver's (inner_sweeps, and in **options: check_every, zero_guard, eps, inner_alpha,
+    inner_eps), with the driver's defaults. dtype: the compute type (default: X's when it is
+    float32 or float64, else float64). batch: replicates per batch (None: planned from the
+    memory model, as the driver). progress: True for a progress bar (tqdm when installed,
+    else lines on stderr) or a callable taking a dict. Ctrl-C stops the run between two
+    iterations (KeyboardInterrupt). Bad input raises ValueError with the driver's message.
+    """
+    np = _numpy()
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
+        raise ValueError(f"k = {k!r} is invalid: expected an integer")
+    k = int(k)
+    if k < 1:
+        raise ValueError(f"k = {k} is invalid: it must be at least 1")
+    if seeds is not None and n_replicates is not None:
+        raise ValueError("give seeds or n_replicates, not both")
+    if seeds is None:
+        n = 1 if n_replicates is None else int(n_replicates)
+        if n < 1:
+            raise ValueError(f"n_replicates = {n} is invalid: it must be at least 1")
+        seeds = cnmf_seeds(seed, n, [k])[k]
+    seeds = [int(s) for s in seeds]
+    if not seeds:
+        raise ValueError("seeds is empty")
+    if dtype is not None:
+        dtype = np.dtype(dtype).type
+        if dtype not in (np.float32, np.float64):
+            raise ValueError(f"dtype = {np.dtype(dtype).name} is invalid: expected float32 or float64")
+    kind, parts, dtype, copied = _prepare_x(X, dtype)
+    given = dict(solver=solver, beta_loss=beta_loss, init=init, tol=tol, max_iter=max_iter,
+                 alpha_W=alpha_W, alpha_H=alpha_H, l1_ratio=l1_ratio, inner_sweeps=inner_sweeps)
+    given.update(options)
+    opts = [(name, _option_text(v)) for name, v in given.items()]
+    jobs = [(k, i, s) for i, s in enumerate(seeds)]
+    if batch is None:
+        batch = 0
+    elif int(batch) < 1:
+        raise ValueError(f"batch = {batch} is invalid: it must be at least 1")
+    if progress is True:
+        progress = _progress_printer(len(seeds))
+    elif progress is False:
+        progress = None
+    name = "float32" if dtype == np.float32 else "float64"
+    call = getattr(_knmf, f"_factorize_{kind}")
+    d = call(*parts, name, jobs, opts, int(batch), str(format), bool(save_usages), progress, 0.5)
+    return Factorization(d, dtype, copied)

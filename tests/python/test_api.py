@@ -1,0 +1,287 @@
+"""knmf's Python module (python/, docs/python.md) against the driver of the same build.
+
+Run by ctest (tests/python/CMakeLists.txt) with PYTHONPATH=<build>/python and KNMF_DRIVER set
+to the driver; the fixtures are made by the driver itself (`knmf simulate`), so the test needs
+no data file. Bitwise: the same X, seeds, options, batch, thread count and BLAS kernel give the
+driver's spectra, usages, iterations and errors exactly."""
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import h5py
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import knmf
+
+DRIVER = os.environ["KNMF_DRIVER"]
+
+
+def run_driver(*args):
+    subprocess.run([DRIVER, *map(str, args)], check=True, stdout=subprocess.DEVNULL,
+                   stderr=subprocess.PIPE)
+
+
+@pytest.fixture(scope="module")
+def sim(tmp_path_factory):
+    """A simulated counts matrix (400 cells x 300 genes, 4 programs) as .h5ad and as CSR."""
+    d = tmp_path_factory.mktemp("sim")
+    path = d / "sim.h5ad"
+    run_driver("simulate", "-o", path, "--cells", 400, "--genes", 300, "--programs", 3,
+               "--seed", 5)
+    with h5py.File(path, "r") as f:
+        g = f["X"]
+        shape = tuple(int(v) for v in g.attrs["shape"])
+        X = sp.csr_matrix((g["data"][:], g["indices"][:], g["indptr"][:]), shape=shape)
+    return path, X
+
+
+def driver_run(tmp_path, h5ad, k, *extra):
+    out = tmp_path / "res.h5"
+    run_driver("factorize", h5ad, "-o", out, "-k", k, "--n-iter", 3, "--seed", 14, "--batch", 2,
+               "--save-usages", "--quiet", *extra)
+    with h5py.File(out, "r") as f:
+        g = f[f"k_{k}"]
+        return {name: g[name][:] for name in
+                ("spectra", "usages", "seeds", "iterations", "final_error", "error_at_init")}
+
+
+def assert_same(res, want):
+    assert np.array_equal(res.seeds, want["seeds"])
+    assert np.array_equal(res.n_iter, want["iterations"])
+    assert np.array_equal(res.spectra, want["spectra"])  # bit for bit
+    assert res.usages.dtype == want["usages"].dtype
+    assert np.array_equal(res.usages, want["usages"])
+    assert np.array_equal(res.errors, want["final_error"])
+    assert np.array_equal(res.errors_at_init, want["error_at_init"])
+
+
+def test_import_and_version():
+    out = subprocess.run([DRIVER, "--version"], check=True, capture_output=True, text=True)
+    assert knmf.__version__ in out.stdout.splitlines()[0]
+    assert isinstance(knmf.__version__, str) and knmf.__version__.count(".") == 2
+
+
+def test_cnmf_seeds_are_the_driver_job_table(sim, tmp_path):
+    h5ad, _ = sim
+    out = tmp_path / "res.h5"
+    run_driver("factorize", h5ad, "-o", out, "-k", 3, 4, "--n-iter", 5, "--seed", 7, "--quiet",
+               "--max-iter", 2)
+    seeds = knmf.cnmf_seeds(7, 5, [3, 4])
+    with h5py.File(out, "r") as f:
+        for k in (3, 4):
+            assert seeds[k] == [int(s) for s in f[f"k_{k}/seeds"][:]]
+
+
+@pytest.mark.parametrize("dtype,extra", [("float64", ()), ("float32", ("--dtype", "float"))])
+def test_factorize_equals_the_driver_sparse(sim, tmp_path, dtype, extra):
+    h5ad, X = sim  # 48% dense: sparse by choice (the plan's crossover is 20%)
+    want = driver_run(tmp_path, h5ad, 4, "--format", "sparse", *extra)
+    res = knmf.factorize(X, 4, n_replicates=3, seed=14, batch=2, dtype=dtype, format="sparse")
+    assert res.x_format[0] == "sparse"
+    assert res.input_bytes_copied == 0  # scipy's int32 CSR and float32 values: read in place
+    assert_same(res, want)
+
+
+def test_factorize_equals_the_driver_by_the_plan(sim, tmp_path):
+    h5ad, X = sim  # the plan's own choice (dense here), from a sparse X, as the driver's
+    want = driver_run(tmp_path, h5ad, 5)
+    res = knmf.factorize(X, 5, n_replicates=3, seed=14, batch=2, dtype="float64")
+    assert res.x_format[0] == "dense" and "crossover" in res.x_format[1]
+    assert_same(res, want)
+
+
+def test_factorize_equals_the_driver_dense(sim, tmp_path):
+    h5ad, X = sim
+    want = driver_run(tmp_path, h5ad, 4, "--format", "dense")
+    dense = X.astype(np.float64).toarray()
+    res = knmf.factorize(dense, 4, n_replicates=3, seed=14, batch=2)
+    assert res.x_format[0] == "dense"
+    assert res.input_bytes_copied == 0  # C order, float64: read where it is
+    assert_same(res, want)
+    # a sparse X the plan makes dense (format='dense'): the same numbers
+    res2 = knmf.factorize(X, 4, n_replicates=3, seed=14, batch=2, dtype="float64",
+                          format="dense")
+    assert_same(res2, want)
+
+
+def test_layouts_give_the_same_numbers_and_count_their_copies(sim):
+    _, X = sim
+    X = X.astype(np.float64)
+    n, g = X.shape
+    base = knmf.factorize(X, 3, n_replicates=2, max_iter=50, batch=2, format="sparse")
+    dense_base = knmf.factorize(X.toarray(), 3, n_replicates=2, max_iter=50, batch=2)
+    i64 = X.copy()
+    i64.indptr = i64.indptr.astype(np.int64)
+    i64.indices = i64.indices.astype(np.int64)
+    strided = np.zeros((n, 2 * g))
+    strided[:, ::2] = X.toarray()
+    # (X, format, bytes the package copies, the numbers it must give)
+    cases = {
+        "csr int32": (X, "sparse", 0, base),
+        "csr int64": (i64, "sparse", 0, base),
+        "csc": (X.tocsc(), "sparse", None, base),
+        "coo": (X.tocoo(), "sparse", None, base),
+        "csr float32 values, float64 compute": (X.astype(np.float32), "sparse", 0, None),
+        "dense C order": (X.toarray(), "auto", 0, dense_base),
+        "dense Fortran order": (np.asfortranarray(X.toarray()), "auto", 0, dense_base),
+        "dense float32, float64 compute": (X.toarray().astype(np.float32), "auto", 0, None),
+        "dense strided view": (strided[:, ::2], "auto", n * g * 8, dense_base),
+        "dense int64": (X.toarray().astype(np.int64), "auto", n * g * 8, None),
+        "list of lists": (X.toarray().tolist(), "auto", n * g * 8, dense_base),
+    }
+    if hasattr(sp, "csr_array"):
+        cases["csr_array"] = (sp.csr_array(X), "sparse", 0, base)
+    for name, (A, fmt, copied, want) in cases.items():
+        res = knmf.factorize(A, 3, n_replicates=2, max_iter=50, batch=2, dtype="float64",
+                             format=fmt)
+        if copied is None:
+            assert res.input_bytes_copied > 0, name
+        else:
+            assert res.input_bytes_copied == copied, name
+        if want is not None:
+            assert np.array_equal(res.spectra, want.spectra), name
+            assert np.array_equal(res.usages, want.usages), name
+    # float32 values read in place give what an explicit float64 copy gives
+    f32 = X.astype(np.float32)
+    a = knmf.factorize(f32, 3, n_replicates=2, max_iter=50, batch=2, dtype="float64",
+                       format="sparse")
+    b = knmf.factorize(f32.astype(np.float64), 3, n_replicates=2, max_iter=50, batch=2,
+                       format="sparse")
+    assert np.array_equal(a.spectra, b.spectra)
+    # unsorted column indices: sorted once, then the same numbers
+    U = X.copy()
+    r0 = slice(U.indptr[0], U.indptr[1])
+    U.indices[r0] = U.indices[r0][::-1].copy()
+    U.data[r0] = U.data[r0][::-1].copy()
+    U.has_sorted_indices = False
+    res = knmf.factorize(U, 3, n_replicates=2, max_iter=50, batch=2, format="sparse")
+    assert res.input_bytes_copied > 0
+    assert np.array_equal(res.spectra, base.spectra)
+
+
+def test_bad_input_raises_value_error_with_the_driver_message():
+    rng = np.random.default_rng(1)
+    good = rng.random((20, 10))
+    neg = good.copy()
+    neg[3, 4] = -1.0
+    nan = good.copy()
+    nan[2, 2] = np.nan
+    inf = good.copy()
+    inf[1, 1] = np.inf
+    cases = [
+        (lambda: knmf.factorize(neg, 2), "negative"),
+        (lambda: knmf.factorize(nan, 2), "NaN"),
+        (lambda: knmf.factorize(inf, 2), "inf"),
+        (lambda: knmf.factorize(sp.csr_matrix(neg), 2), "negative"),
+        (lambda: knmf.factorize(np.zeros((0, 10)), 2), "empty"),
+        (lambda: knmf.factorize(good[0], 2), "dimension"),
+        (lambda: knmf.factorize(good, 0), "at least 1"),
+        (lambda: knmf.factorize(good, 11), "exceeds"),
+        (lambda: knmf.factorize(good, 2, solver="als"), "solver"),
+        (lambda: knmf.factorize(good, 2, tol=-1), "tol"),
+        (lambda: knmf.factorize(good, 2, beta_loss="hinge"), "beta"),
+        (lambda: knmf.factorize(good, 2, frobnicate=3), "unknown option 'frobnicate'"),
+        (lambda: knmf.factorize(good, 2, format="blocked"), "format"),
+        (lambda: knmf.factorize(good, 2, dtype="float16"), "dtype"),
+        (lambda: knmf.cnmf_seeds(1, 0, [3]), "n_iter"),
+    ]
+    for call, words in cases:
+        with pytest.raises(ValueError) as e:
+            call()
+        msg = str(e.value)
+        assert words.lower() in msg.lower(), msg
+        assert "\n" not in msg.strip(), msg  # one line
+
+
+def test_set_num_threads_after_start_raises():
+    knmf.factorize(np.ones((6, 5)), 2, max_iter=2)
+    n = knmf._knmf.concurrency()
+    knmf.set_num_threads(n)  # the same: fine
+    with pytest.raises(RuntimeError, match="too late"):
+        knmf.set_num_threads(n + 1)
+
+
+def test_ctrl_c_stops_a_run_between_iterations():
+    rng = np.random.default_rng(2)
+    X = rng.random((300, 200))
+    fired = []
+
+    def interrupt():
+        time.sleep(0.5)
+        fired.append(time.monotonic())
+        os.kill(os.getpid(), signal.SIGINT)
+
+    t = threading.Thread(target=interrupt)
+    t.start()
+    t0 = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        knmf.factorize(X, 8, n_replicates=4, tol=0, max_iter=10**7)
+    t.join()
+    assert fired and time.monotonic() - fired[0] < 5.0, "not stopped within an iteration"
+    # the module still works afterwards
+    res = knmf.factorize(X, 2, max_iter=5)
+    assert res.n_iter[0] == 5 and time.monotonic() - t0 < 60
+
+
+def run_script(body, timeout=120):
+    env = dict(os.environ)
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(body)], capture_output=True,
+                          text=True, timeout=timeout, env=env)
+
+
+def test_fork_after_start_raises_in_the_child_and_never_hangs():
+    out = run_script("""
+        import os, sys
+        import numpy as np
+        import knmf
+        knmf.factorize(np.ones((8, 6)), 2, max_iter=3)   # threads started
+        pid = os.fork()
+        if pid == 0:
+            try:
+                knmf.factorize(np.ones((8, 6)), 2, max_iter=3)
+            except RuntimeError as e:
+                os._exit(0 if "forked" in str(e) else 2)
+            os._exit(3)
+        _, status = os.waitpid(pid, 0)
+        print("child", os.waitstatus_to_exitcode(status))
+        print(knmf.factorize(np.ones((8, 6)), 2, max_iter=3).n_iter[0])
+    """, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["child", "0", "3"], out.stdout
+
+
+def test_import_use_exit_and_use_after_finalize():
+    out = run_script("""
+        import numpy as np
+        import knmf
+        print(knmf._knmf.is_initialized())
+        r = knmf.factorize(np.ones((8, 6)) + np.eye(8, 6), 2, max_iter=4)
+        print(knmf._knmf.is_initialized(), r.n_iter[0])
+        knmf._knmf._finalize()
+        try:
+            knmf.factorize(np.ones((8, 6)), 2)
+        except RuntimeError as e:
+            print("raised", "finalized" in str(e))
+    """)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["False", "True", "4", "raised", "True"], out.stdout
+    # a plain exit after use: Kokkos finalized by knmf's atexit hook, no error, exit 0
+    out = run_script("""
+        import numpy as np, knmf
+        knmf.factorize(np.ones((8, 6)), 2, max_iter=2)
+    """)
+    assert out.returncode == 0 and "error" not in out.stderr.lower(), out.stderr
+
+
+def test_progress_lines_without_tqdm(capsys):
+    seen = []
+    knmf.factorize(np.ones((10, 8)) + np.eye(10, 8), 2, n_replicates=3, max_iter=5,
+                   progress=seen.append)
+    assert seen and seen[-1]["done"] == 3 and seen[-1]["total"] == 3
