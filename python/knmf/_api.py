@@ -5,7 +5,16 @@ import sys
 
 from . import _knmf
 
-__all__ = ["Factorization", "cnmf_seeds", "factorize", "set_num_threads"]
+__all__ = ["Factorization", "FactorizationError", "cnmf_seeds", "factorize", "set_num_threads"]
+
+
+class FactorizationError(RuntimeError):
+    """Some replicates are not valid factorizations (NaN or Inf reached: status non_finite),
+    as the driver's exit status 1 says; `result` holds every replicate, those included."""
+
+    def __init__(self, message, result):
+        super().__init__(message)
+        self.result = result
 
 
 def set_num_threads(n):
@@ -201,4 +210,11 @@ def factorize(X, k, *, seeds=None, n_replicates=None, seed=14, solver="cd",
     name = "float32" if dtype == np.float32 else "float64"
     call = getattr(_knmf, f"_factorize_{kind}")
     d = call(*parts, name, jobs, opts, int(batch), str(format), bool(save_usages), progress, 0.5)
-    return Factorization(d, dtype, copied)
+    res = Factorization(d, dtype, copied)
+    failed = [int(s) for s, st in zip(res.seeds, res.status) if st == "non_finite"]
+    if failed:
+        raise FactorizationError(
+            f"{len(failed)} of {len(res.status)} replicate(s) of k = {k} reached NaN or Inf and "
+            f"are not factorizations (seeds {', '.join(map(str, failed[:5]))}"
+            f"{', ...' if len(failed) > 5 else ''}); the error's .result holds them all", res)
+    return res

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
+#include <type_traits>
 #include <map>
 #include <sstream>
 
@@ -164,6 +166,15 @@ DenseMatrix<T> dense_from(const ExecSpace& space, const HostX& X, const std::str
   return D;
 }
 
+/// X's values against the arithmetic of T, as the driver's loader checks them (load.cpp):
+/// float32, their scale; both, a dynamic range in which one value carries all of ||X||^2.
+template <class T, class M>
+void check_scale(const M& X, const std::string& source) {
+  if constexpr (std::is_same_v<T, float>)
+    check_float32_scale(X.stats(), X.rows(), X.cols(), source);
+  check_whole_x(X.stats(), double(std::numeric_limits<T>::epsilon()), source);
+}
+
 }  // namespace
 }  // namespace detail
 
@@ -213,9 +224,11 @@ InMemoryResult factorize_in_memory(const HostX& X, const std::vector<Job>& jobs,
   if (out.x_format.sparse) {
     if (!sparse_in) input_error(source, ": format sparse needs a sparse X");
     const auto M = csr_from<T>(space, X, source);
+    check_scale<T>(M, source);
     sum = run_jobs(c, plan, channel, nullptr, progress, M, budget, bytes_x, t0, log);
   } else {
     const auto M = dense_from<T>(space, X, source);
+    check_scale<T>(M, source);
     sum = run_jobs(c, plan, channel, nullptr, progress, M, budget, bytes_x, t0, log);
   }
   out.cancelled = sum.cancelled;

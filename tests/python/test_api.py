@@ -191,6 +191,8 @@ def test_bad_input_raises_value_error_with_the_driver_message():
         (lambda: knmf.factorize(good, 2, format="blocked"), "format"),
         (lambda: knmf.factorize(good, 2, dtype="float16"), "dtype"),
         (lambda: knmf.cnmf_seeds(1, 0, [3]), "n_iter"),
+        (lambda: knmf.factorize(np.where(good > 0.5, 3e38, 1.0).astype(np.float32), 2),
+         "float32"),
     ]
     for call, words in cases:
         with pytest.raises(ValueError) as e:
@@ -198,6 +200,14 @@ def test_bad_input_raises_value_error_with_the_driver_message():
         msg = str(e.value)
         assert words.lower() in msg.lower(), msg
         assert "\n" not in msg.strip(), msg  # one line
+
+
+def test_replicates_that_reach_nan_or_inf_raise():
+    X = np.random.default_rng(3).random((30, 20)) * 1e154  # ||X||^2 overflows double
+    with pytest.raises(knmf.FactorizationError) as e:
+        knmf.factorize(X, 2, n_replicates=2, max_iter=30)
+    assert "2 of 2 replicate(s)" in str(e.value)
+    assert e.value.result.status == ["non_finite", "non_finite"]
 
 
 def test_set_num_threads_after_start_raises():

@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# knmf.factorize from Python against the driver on cNMF's pbmcA run (issue 31; perf/RESULTS.md
+# section 3): the same 80 jobs (k = 5..8, the run's own seeds), alternating, ROUNDS rounds,
+# each a whole process on a fresh copy of the prepare folder:
+#   driver   knmf factorize --output-dir --name pbmcA (cNMF mode: reads the .h5ad, writes the
+#            80 spectra files)
+#   python   /usr/bin/python3: import knmf, read X (h5py, scipy CSR) and the job table, one
+#            knmf.factorize per k with the table's seeds (no usages), the spectra saved (.npy)
+# Both with Kokkos' threads = cores and OPENBLAS_CORETYPE=SkylakeX (default; set it to
+# compare under another). The last round also checks that the two give the same spectra.
+#   perf/python_vs_driver.sh [BUILD] [ROUNDS] [TAG]     (defaults: build, 7, run)
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+B=$(readlink -f "${1:-build}") ROUNDS=${2:-7} TAG=${3:-run}
+prep=$PWD/tests/data/real/cnmf-pbmc-donor-a/prepare/pbmcA
+OUT=perf/results/python_vs_driver_$TAG.txt
+work=$(mktemp -d /tmp/knmf-py-vs-driver.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+unset OMP_PROC_BIND OMP_PLACES
+export OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-SkylakeX} PYTHONPATH=$B/python
+cat > "$work/run.py" <<'PY'
+import sys
+import h5py, numpy as np, scipy.sparse as sp
+import knmf
+d = sys.argv[1]
+with h5py.File(f"{d}/cnmf_tmp/pbmcA.norm_counts.h5ad", "r") as f:
+    g = f["X"]
+    X = sp.csr_matrix((g["data"][:], g["indices"][:], g["indptr"][:]),
+                      shape=tuple(int(v) for v in g.attrs["shape"]))
+t = np.load(f"{d}/cnmf_tmp/pbmcA.nmf_params.df.npz", allow_pickle=True)["data"]
+for k in sorted(set(int(v) for v in t[:, 0])):
+    seeds = [int(s) for kk, _, s, _ in t if int(kk) == k]
+    res = knmf.factorize(X, k, seeds=seeds, save_usages=False)
+    np.save(f"{d}/spectra_k{k}.npy", res.spectra)
+PY
+fresh() { rm -rf "$work/$1" && mkdir -p "$work/$1" && cp -r "$prep" "$work/$1/pbmcA"; }
+timed() {  # timed RUNNER ROUND CMD...: one line "RUNNER ROUND wall_s W cpu_s C"
+  local name=$1 round=$2; shift 2
+  /usr/bin/time -f "%e %U %S" -o "$work/time" "$@" > /dev/null 2> "$work/err" ||
+    { echo "python_vs_driver: $name failed:" >&2; tail -5 "$work/err" >&2; exit 1; }
+  awk -v n="$name" -v r="$round" '{printf "%s %d wall_s %.3f cpu_s %.3f\n", n, r, $1, $2 + $3}' \
+    "$work/time" | tee -a "$OUT"
+}
+echo "# $(date -u +%FT%TZ) $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)," \
+  "OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE; $("$B/drivers/knmf" --version | head -1)" | tee -a "$OUT"
+for r in $(seq "$ROUNDS"); do
+  fresh driver
+  timed driver "$r" "$B/drivers/knmf" factorize --output-dir "$work/driver" --name pbmcA --quiet
+  fresh python
+  timed python "$r" /usr/bin/python3 "$work/run.py" "$work/python/pbmcA"
+done
+# the same numbers: every k's spectra against the driver's files (cNMF's .df.npz: data k x g)
+/usr/bin/python3 - "$work" <<'PY' | tee -a "$OUT"
+import glob, re, sys
+import numpy as np
+w = sys.argv[1]
+t = np.load(f"{w}/driver/pbmcA/cnmf_tmp/pbmcA.nmf_params.df.npz", allow_pickle=True)["data"]
+same = 0
+for k in sorted(set(int(v) for v in t[:, 0])):
+    got = np.load(f"{w}/python/pbmcA/spectra_k{k}.npy")
+    iters = [int(i) for kk, i, _, _ in t if int(kk) == k]
+    for j, it in enumerate(iters):
+        f = f"{w}/driver/pbmcA/cnmf_tmp/pbmcA.spectra.k_{k}.iter_{it}.df.npz"
+        same += np.array_equal(np.load(f, allow_pickle=True)["data"], got[j])
+print(f"# spectra equal to the driver's, bit for bit: {same} of {len(t)} jobs")
+PY
+# medians, spreads ((max - min) / median) and the paired ratio python / driver of this session
+/usr/bin/python3 - "$OUT" <<'PY'
+import statistics, sys
+lines = open(sys.argv[1]).read().split("\n")
+start = max(i for i, l in enumerate(lines) if l.startswith("# ") and "cores" in l)
+runs = {}
+for l in lines[start + 1:]:
+    w = l.split()
+    if len(w) == 6 and w[2] == "wall_s":
+        runs.setdefault(w[0], {})[int(w[1])] = float(w[3])
+d, p = runs["driver"], runs["python"]
+rounds = sorted(set(d) & set(p))
+for name, v in (("driver", d), ("python", p)):
+    xs = [v[r] for r in rounds]
+    m = statistics.median(xs)
+    print(f"{name}: {', '.join(f'{x:.3f}' for x in xs)} s; median {m:.3f}, spread {(max(xs) - min(xs)) / m:.3f}")
+ratios = [p[r] / d[r] for r in rounds]
+print(f"python / driver, paired: median {statistics.median(ratios):.3f} "
+      f"(range {min(ratios):.3f}-{max(ratios):.3f}) over {len(rounds)} rounds")
+PY
