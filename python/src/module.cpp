@@ -54,6 +54,9 @@ void ensure_initialized() {
   knmf::ensure_blas_kernels(0, nullptr);
   Kokkos::InitializationSettings settings;
   if (state.threads > 0) settings.set_num_threads(state.threads);
+  // Kokkos' start-up advice on OMP_PROC_BIND is for programs; binding here is what the
+  // environment of the Python process says (OpenMP read it when it was loaded)
+  settings.set_disable_warnings(true);
   Kokkos::initialize(settings);
   state.we_initialized = true;
 }
