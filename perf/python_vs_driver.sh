@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # knmf.factorize from Python against the driver on cNMF's pbmcA run (issue 31; perf/RESULTS.md
-# section 3): the same 80 jobs (k = 5..8, the run's own seeds), alternating, ROUNDS rounds,
-# each a whole process on a fresh copy of the prepare folder:
-#   driver   knmf factorize --output-dir --name pbmcA (cNMF mode: reads the .h5ad, writes the
-#            80 spectra files)
+# section 3): the same 80 jobs (k = 5..8, the run's own seeds: cNMF's table from seed 14),
+# alternating, ROUNDS rounds, each a whole process on a fresh copy of the prepare folder:
+#   driver   knmf factorize pbmcA.norm_counts.h5ad -o r.h5 -k 5 6 7 8 --n-iter 20 --seed 14
+#            (native mode: reads the .h5ad, writes the spectra into one results file)
 #   python   /usr/bin/python3: import knmf, read X (h5py, scipy CSR) and the job table, one
 #            knmf.factorize per k with the table's seeds (no usages), the spectra saved (.npy)
+#   cnmf     the driver in cNMF mode (--output-dir --name: 80 compressed spectra files), for
+#            reference
+# and python-in-process: the python runs' own seconds after the interpreter's start and the
+# imports (numpy, scipy, h5py, knmf): X read, the four calls, the spectra saved.
 # Both with Kokkos' threads = cores and OPENBLAS_CORETYPE=SkylakeX (default; set it to
 # compare under another). The last round also checks that the two give the same spectra.
 #   perf/python_vs_driver.sh [BUILD] [ROUNDS] [TAG]     (defaults: build, 7, run)
@@ -19,9 +23,10 @@ trap 'rm -rf "$work"' EXIT
 unset OMP_PROC_BIND OMP_PLACES
 export OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-SkylakeX} PYTHONPATH=$B/python
 cat > "$work/run.py" <<'PY'
-import sys
+import sys, time
 import h5py, numpy as np, scipy.sparse as sp
 import knmf
+t0 = time.perf_counter()  # after the interpreter's start and the imports
 d = sys.argv[1]
 with h5py.File(f"{d}/cnmf_tmp/pbmcA.norm_counts.h5ad", "r") as f:
     g = f["X"]
@@ -32,6 +37,7 @@ for k in sorted(set(int(v) for v in t[:, 0])):
     seeds = [int(s) for kk, _, s, _ in t if int(kk) == k]
     res = knmf.factorize(X, k, seeds=seeds, save_usages=False)
     np.save(f"{d}/spectra_k{k}.npy", res.spectra)
+open(f"{d}/seconds", "w").write(f"{time.perf_counter() - t0:.3f}")
 PY
 fresh() { rm -rf "$work/$1" && mkdir -p "$work/$1" && cp -r "$prep" "$work/$1/pbmcA"; }
 timed() {  # timed RUNNER ROUND CMD...: one line "RUNNER ROUND wall_s W cpu_s C"
@@ -45,24 +51,32 @@ echo "# $(date -u +%FT%TZ) $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)
   "OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE; $("$B/drivers/knmf" --version | head -1)" | tee -a "$OUT"
 for r in $(seq "$ROUNDS"); do
   fresh driver
-  timed driver "$r" "$B/drivers/knmf" factorize --output-dir "$work/driver" --name pbmcA --quiet
+  timed driver "$r" "$B/drivers/knmf" factorize "$work/driver/pbmcA/cnmf_tmp/pbmcA.norm_counts.h5ad" \
+    -o "$work/driver/r.h5" -k 5 6 7 8 --n-iter 20 --seed 14 --quiet
   fresh python
   timed python "$r" /usr/bin/python3 "$work/run.py" "$work/python/pbmcA"
+  echo "python-in-process $r wall_s $(cat "$work/python/pbmcA/seconds") cpu_s 0" | tee -a "$OUT"
+  fresh cnmf
+  timed cnmf "$r" "$B/drivers/knmf" factorize --output-dir "$work/cnmf" --name pbmcA --quiet
 done
-# the same numbers: every k's spectra against the driver's files (cNMF's .df.npz: data k x g)
+# the same numbers: every job's spectra against the driver's results file and cNMF-mode files
 /usr/bin/python3 - "$work" <<'PY' | tee -a "$OUT"
-import glob, re, sys
-import numpy as np
+import sys
+import h5py, numpy as np
 w = sys.argv[1]
-t = np.load(f"{w}/driver/pbmcA/cnmf_tmp/pbmcA.nmf_params.df.npz", allow_pickle=True)["data"]
-same = 0
-for k in sorted(set(int(v) for v in t[:, 0])):
-    got = np.load(f"{w}/python/pbmcA/spectra_k{k}.npy")
-    iters = [int(i) for kk, i, _, _ in t if int(kk) == k]
-    for j, it in enumerate(iters):
-        f = f"{w}/driver/pbmcA/cnmf_tmp/pbmcA.spectra.k_{k}.iter_{it}.df.npz"
-        same += np.array_equal(np.load(f, allow_pickle=True)["data"], got[j])
-print(f"# spectra equal to the driver's, bit for bit: {same} of {len(t)} jobs")
+t = np.load(f"{w}/cnmf/pbmcA/cnmf_tmp/pbmcA.nmf_params.df.npz", allow_pickle=True)["data"]
+same_native = same_cnmf = 0
+with h5py.File(f"{w}/driver/r.h5", "r") as f:
+    for k in sorted(set(int(v) for v in t[:, 0])):
+        got = np.load(f"{w}/python/pbmcA/spectra_k{k}.npy")
+        native = f[f"k_{k}/spectra"][:]
+        iters = [int(i) for kk, i, _, _ in t if int(kk) == k]
+        for j, it in enumerate(iters):
+            same_native += np.array_equal(native[it], got[j])
+            fn = f"{w}/cnmf/pbmcA/cnmf_tmp/pbmcA.spectra.k_{k}.iter_{it}.df.npz"
+            same_cnmf += np.array_equal(np.load(fn, allow_pickle=True)["data"], got[j])
+print(f"# spectra equal bit for bit: {same_native} of {len(t)} jobs to the driver's results file, "
+      f"{same_cnmf} of {len(t)} to its cNMF-mode files")
 PY
 # medians, spreads ((max - min) / median) and the paired ratio python / driver of this session
 /usr/bin/python3 - "$OUT" <<'PY'
@@ -76,11 +90,15 @@ for l in lines[start + 1:]:
         runs.setdefault(w[0], {})[int(w[1])] = float(w[3])
 d, p = runs["driver"], runs["python"]
 rounds = sorted(set(d) & set(p))
-for name, v in (("driver", d), ("python", p)):
+for name, v in (("driver", d), ("python", p), ("python-in-process", runs.get("python-in-process", {})),
+                ("cnmf", runs.get("cnmf", {}))):
+    if not v:
+        continue
     xs = [v[r] for r in rounds]
     m = statistics.median(xs)
     print(f"{name}: {', '.join(f'{x:.3f}' for x in xs)} s; median {m:.3f}, spread {(max(xs) - min(xs)) / m:.3f}")
-ratios = [p[r] / d[r] for r in rounds]
-print(f"python / driver, paired: median {statistics.median(ratios):.3f} "
-      f"(range {min(ratios):.3f}-{max(ratios):.3f}) over {len(rounds)} rounds")
+for name in ("python", "python-in-process"):
+    ratios = [runs[name][r] / d[r] for r in rounds]
+    print(f"{name} / driver, paired: median {statistics.median(ratios):.3f} "
+          f"(range {min(ratios):.3f}-{max(ratios):.3f}) over {len(rounds)} rounds")
 PY

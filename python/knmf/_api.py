@@ -44,8 +44,8 @@ class Factorization:
     dtype                        the compute type
     x_format                     X's format in the library ('sparse' or 'dense') and why
     input_bytes_copied           bytes the whole-matrix conversions of X made before the
-                                 library's own copy (0 for CSR with sorted indices and for
-                                 C- or Fortran-ordered float arrays, whatever their widths)
+                                 library's own copy (0 for CSR and for C- or Fortran-ordered
+                                 float arrays, whatever their widths)
     """
 
     def __init__(self, d, dtype, copied):
@@ -81,11 +81,13 @@ def _option_text(v):
 
 
 def _prepare_x(X, dtype):
-    """X as the compiled core reads it: CSR arrays (int32 or int64 indices, sorted within each
-    row; float32 or float64 values) or a C- or Fortran-ordered float32 / float64 array. Those
+    """X as the compiled core reads it: CSR arrays (int32 or int64 indices, in the order they
+    are stored, as the driver reads a file's: the sums follow that order; float32 or float64
+    values) or a C- or Fortran-ordered float32 / float64 array. Those
     are passed as they are (the core converts index widths and value types block by block
     while copying X into the library). Anything else is converted here, once. Returns (kind,
-    arrays, compute dtype, bytes those conversions copied)."""
+    arrays, compute dtype, bytes those conversions copied). Unsorted indices are not sorted:
+    the driver does not sort them either, and sorting would change the order of the sums."""
     np = _numpy()
     copied = 0
     floats = (np.float32, np.float64)
@@ -97,9 +99,6 @@ def _prepare_x(X, dtype):
             raise ValueError(f"X has {X.ndim} dimensions, expected 2 (cells x genes)")
         if X.format != "csr":
             X = X.tocsr()  # CSC, COO, ...: converted once
-            copied += X.data.nbytes + X.indices.nbytes + X.indptr.nbytes
-        if not X.has_sorted_indices:
-            X = X.sorted_indices()
             copied += X.data.nbytes + X.indices.nbytes + X.indptr.nbytes
         if dtype is None:
             dtype = X.dtype.type if X.dtype in floats else np.float64

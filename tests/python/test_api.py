@@ -155,15 +155,31 @@ def test_layouts_give_the_same_numbers_and_count_their_copies(sim):
     b = knmf.factorize(f32.astype(np.float64), 3, n_replicates=2, max_iter=50, batch=2,
                        format="sparse")
     assert np.array_equal(a.spectra, b.spectra)
-    # unsorted column indices: sorted once, then the same numbers
+
+
+def test_unsorted_indices_are_read_as_stored_like_the_driver(sim, tmp_path):
+    """cNMF's prepared matrices often have unsorted rows: read as stored (no copy), the sums in
+    that order, as the driver reads the same file."""
+    h5ad, X = sim
     U = X.copy()
-    r0 = slice(U.indptr[0], U.indptr[1])
-    U.indices[r0] = U.indices[r0][::-1].copy()
-    U.data[r0] = U.data[r0][::-1].copy()
+    for r in range(0, U.shape[0], 3):  # every third row reversed
+        s = slice(U.indptr[r], U.indptr[r + 1])
+        U.indices[s] = U.indices[s][::-1].copy()
+        U.data[s] = U.data[s][::-1].copy()
     U.has_sorted_indices = False
-    res = knmf.factorize(U, 3, n_replicates=2, max_iter=50, batch=2, format="sparse")
-    assert res.input_bytes_copied > 0
-    assert np.array_equal(res.spectra, base.spectra)
+    path = tmp_path / "unsorted.h5ad"
+    path.write_bytes(h5ad.read_bytes())
+    with h5py.File(path, "r+") as f:
+        f["X/indices"][:] = U.indices
+        f["X/data"][:] = U.data
+    want = driver_run(tmp_path, path, 4, "--format", "sparse")
+    res = knmf.factorize(U, 4, n_replicates=3, seed=14, batch=2, dtype="float64",
+                         format="sparse")
+    assert res.input_bytes_copied == 0
+    assert_same(res, want)
+    sorted_ = knmf.factorize(X, 4, n_replicates=3, seed=14, batch=2, dtype="float64",
+                             format="sparse")
+    assert np.allclose(res.spectra, sorted_.spectra, rtol=1e-9, atol=1e-12)
 
 
 def test_bad_input_raises_value_error_with_the_driver_message():
