@@ -13,11 +13,12 @@ import atexit as _atexit
 import os as _os
 
 from . import _knmf
-from ._api import Factorization, FactorizationError, cnmf_seeds, factorize, set_num_threads
+from ._api import (Factorization, FactorizationError, Prepared, cnmf_seeds, factorize, prepare,
+                   set_num_threads)
 
 __version__ = _knmf.__version__
-__all__ = ["Factorization", "FactorizationError", "cnmf_seeds", "factorize", "set_num_threads",
-           "__version__"]
+__all__ = ["Factorization", "FactorizationError", "Prepared", "cnmf_seeds", "factorize", "prepare",
+           "set_num_threads", "__version__"]
 
 # Kokkos is finalized at exit only if knmf initialized it (every View is released by then:
 # results are numpy arrays, no View outlives a call).

@@ -5,7 +5,8 @@ import sys
 
 from . import _knmf
 
-__all__ = ["Factorization", "FactorizationError", "cnmf_seeds", "factorize", "set_num_threads"]
+__all__ = ["Factorization", "FactorizationError", "Prepared", "cnmf_seeds", "factorize",
+           "prepare", "set_num_threads"]
 
 
 class FactorizationError(RuntimeError):
@@ -217,3 +218,104 @@ def factorize(X, k, *, seeds=None, n_replicates=None, seed=14, solver="cd",
             f"are not factorizations (seeds {', '.join(map(str, failed[:5]))}"
             f"{', ...' if len(failed) > 5 else ''}); the error's .result holds them all", res)
     return res
+
+
+class Prepared:
+    """`cnmf prepare`'s results in memory (knmf.prepare): numpy owns every array.
+
+    norm_counts   scipy CSR float64, cells x selected genes: counts of the overdispersed genes,
+                  each gene scaled to unit variance (cNMF's norm_counts; the matrix to factorize)
+    genes         int32, the input column of each of its columns (sorted)
+    gene_names    their names
+    gene_std      the standard deviation each column was divided by
+    tpm           scipy CSR float32, cells x all genes: counts per million (cNMF's TPM)
+    stats         dict of per-gene TPM statistics over all genes: mean, var, fano,
+                  expected_fano, fano_ratio (the v-score), high_var (1: selected), A, B
+    cells         int64, the input row of each row
+    """
+
+    def __init__(self, d, obs_names, var_names):
+        sp = _scipy_sparse()
+        self.norm_counts = sp.csr_matrix(
+            (d["norm_counts"]["data"], d["norm_counts"]["indices"], d["norm_counts"]["indptr"]),
+            shape=d["norm_counts"]["shape"])
+        self.tpm = sp.csr_matrix((d["tpm"]["data"], d["tpm"]["indices"], d["tpm"]["indptr"]),
+                                 shape=d["tpm"]["shape"])
+        self.genes = d["genes"]
+        self.gene_names = list(d["gene_names"])
+        self.gene_std = d["gene_std"]
+        self.stats = dict(d["stats"])
+        self.cells = d["cells"]
+        self.obs_names = obs_names
+        self.var_names = var_names
+        self.zero_cells = int(d["zero_cells"])
+        self.zero_genes = int(d["zero_genes"])
+
+    def __repr__(self):
+        n, g = self.norm_counts.shape
+        return f"<knmf.Prepared: {n} cells x {g} overdispersed genes of {self.tpm.shape[1]}>"
+
+
+def _scipy_sparse():
+    import scipy.sparse as sp
+
+    return sp
+
+
+def _counts_arrays(X):
+    """The counts as the compiled core reads them (prepare): CSR arrays or a C- / Fortran-
+    ordered array, int32 / int64 / float32 / float64 values, read where they are; anything
+    else converted once."""
+    np = _numpy()
+    kinds = (np.float32, np.float64, np.int32, np.int64)
+    sp = sys.modules.get("scipy.sparse")
+    if sp is None and type(X).__module__.startswith("scipy.sparse"):
+        sp = _scipy_sparse()
+    empty = np.zeros(0, dtype=np.int64)
+    if sp is not None and sp.issparse(X):
+        if X.format != "csr":
+            X = X.tocsr()
+        data = X.data if X.data.dtype in kinds else X.data.astype(np.float32)
+        arrays = [np.ascontiguousarray(a) for a in (X.indptr, X.indices, data)]
+        return "csr", X.shape, arrays
+    X = np.asarray(X)
+    if X.ndim != 2:
+        raise ValueError(f"counts have {X.ndim} dimension(s), expected 2 (cells x genes)")
+    if X.dtype not in kinds:
+        X = np.ascontiguousarray(X, dtype=np.float32)
+    if X.flags.c_contiguous:
+        return "dense_rows", X.shape, [empty, empty, X.reshape(-1)]
+    if X.flags.f_contiguous:
+        return "dense_columns", X.shape, [empty, empty, X.reshape(-1, order="F")]
+    X = np.ascontiguousarray(X)
+    return "dense_rows", X.shape, [empty, empty, X.reshape(-1)]
+
+
+def prepare(data, numgenes=2000, *, genes=None, layer=None, obs_names=None, var_names=None):
+    """`knmf prepare` (cNMF's `cnmf prepare`) in memory: from raw counts (cells x genes), the
+    overdispersed genes, their unit-variance normalized counts (what knmf.factorize takes),
+    the TPM and its statistics, with the driver's arithmetic and refusals (ValueError).
+
+    data: an AnnData (its .X, or .layers[layer]; its obs and var names) or a numpy array /
+    scipy.sparse matrix of counts (int or float; obs_names / var_names optional). numgenes:
+    the overdispersed genes to select (--numgenes); genes: a list of gene names to use
+    instead (--genes-file)."""
+    if hasattr(data, "obs_names") and hasattr(data, "var_names") and hasattr(data, "X"):
+        X = data.layers[layer] if layer is not None else data.X
+        obs_names = [str(s) for s in data.obs_names]
+        var_names = [str(s) for s in data.var_names]
+    else:
+        if layer is not None:
+            raise ValueError("layer= needs an AnnData")
+        X = data
+    kind, shape, arrays = _counts_arrays(X)
+    n, g = int(shape[0]), int(shape[1])
+    obs = [str(s) for s in obs_names] if obs_names is not None else []
+    var = [str(s) for s in var_names] if var_names is not None else []
+    if obs and len(obs) != n:
+        raise ValueError(f"obs_names has {len(obs)} names for {n} cells")
+    if var and len(var) != g:
+        raise ValueError(f"var_names has {len(var)} names for {g} genes")
+    d = _knmf._prepare(kind, n, g, *arrays, obs, var, int(numgenes),
+                       [str(s) for s in (genes or [])], "counts")
+    return Prepared(d, obs or [str(i) for i in range(n)], var or [str(j) for j in range(g)])

@@ -15,6 +15,7 @@
 #include <Kokkos_Core.hpp>
 
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -22,6 +23,8 @@
 #include "knmf/core/error.hpp"
 #include "knmf/core/options.hpp"
 #include "knmf/core/runtime.hpp"
+#include "knmf/prepare/cnmf_prepare.hpp"
+#include "knmf/prepare/prepare.hpp"
 #include "knmf/random/random_state.hpp"
 #include "knmf/run/in_memory.hpp"
 #include "knmf/solver/options.hpp"
@@ -254,6 +257,164 @@ py::dict factorize_dense(const py::array& a, const std::string& dtype,
                      progress_seconds);
 }
 
+// ------------------------------------------------------------------------------ prepare
+
+/// A numpy array handed back without a copy: it owns the vector the library filled.
+template <class T>
+py::array_t<T> owned(std::vector<T>&& v) {
+  auto* heap = new std::vector<T>(std::move(v));
+  py::capsule owner(heap, [](void* p) { delete static_cast<std::vector<T>*>(p); });
+  return py::array_t<T>(py::ssize_t(heap->size()), heap->data(), owner);
+}
+
+/// The counts' values as float32, whatever numpy type they have (the driver's readers give
+/// the library float32 counts the same way).
+struct CountValues {
+  const void* data = nullptr;
+  char kind = 'd';  ///< d float64, f float32, l int64, i int32
+  float at(std::int64_t p) const {
+    switch (kind) {
+      case 'd': return float(static_cast<const double*>(data)[p]);
+      case 'f': return static_cast<const float*>(data)[p];
+      case 'l': return float(static_cast<const std::int64_t*>(data)[p]);
+      default: return float(static_cast<const std::int32_t*>(data)[p]);
+    }
+  }
+};
+
+CountValues count_values(const py::array& a) {
+  CountValues v{a.data(), 'd'};
+  if (a.dtype().is(py::dtype::of<double>())) v.kind = 'd';
+  else if (a.dtype().is(py::dtype::of<float>())) v.kind = 'f';
+  else if (a.dtype().is(py::dtype::of<std::int64_t>())) v.kind = 'l';
+  else if (a.dtype().is(py::dtype::of<std::int32_t>())) v.kind = 'i';
+  else
+    knmf::input_error("counts have values of type ", std::string(py::str(a.dtype())),
+                      ", expected float32, float64, int32 or int64");
+  return v;
+}
+
+/// A CountSource reading the caller's arrays block by block (CSR with int32 / int64 indices,
+/// or dense C- / Fortran-ordered), as the driver's readers read a file.
+knmf::prepare::CountSource count_source(const std::string& layout, std::int64_t n, std::int64_t g,
+                                        const py::array& indptr, const py::array& indices,
+                                        const py::array& values,
+                                        std::vector<std::string> obs_names,
+                                        std::vector<std::string> var_names,
+                                        const std::string& name) {
+  knmf::prepare::CountSource src;
+  src.n_obs = n;
+  src.n_vars = g;
+  src.obs_names = std::move(obs_names);
+  src.var_names = std::move(var_names);
+  src.name = name;
+  src.block_rows = 16384;
+  const CountValues v = count_values(values);
+  if (layout == "csr") {
+    const bool p64 = index_width(indptr, "indptr"), i64 = index_width(indices, "indices");
+    const void* pp = indptr.data();
+    const void* ip = indices.data();
+    const auto off = [=](std::int64_t r) {
+      return p64 ? static_cast<const std::int64_t*>(pp)[r]
+                 : std::int64_t(static_cast<const std::int32_t*>(pp)[r]);
+    };
+    if (indptr.shape(0) != n + 1)
+      knmf::input_error(name, ": indptr has ", indptr.shape(0), " entries, expected ", n + 1);
+    if (off(0) != 0 || off(n) > indices.shape(0) || off(n) > values.shape(0))
+      knmf::input_error(name, ": indptr runs from ", off(0), " to ", off(n), " but indices has ",
+                        indices.shape(0), " and data ", values.shape(0), " entries");
+    src.read_rows = [=](std::int64_t r0, std::int64_t r1, knmf::io::CsrBlock<float>& out) {
+      out.row_begin = r0;
+      out.row_end = r1;
+      out.ncols = g;
+      out.row_offsets.assign(size_t(r1 - r0 + 1), 0);
+      out.cols.clear();
+      out.values.clear();
+      for (std::int64_t r = r0; r < r1; ++r) {
+        const std::int64_t p0 = off(r), p1 = off(r + 1);
+        if (p1 < p0) knmf::input_error(name, ": the row offsets decrease at row ", r);
+        for (std::int64_t p = p0; p < p1; ++p) {
+          const std::int64_t c = i64 ? static_cast<const std::int64_t*>(ip)[p]
+                                     : std::int64_t(static_cast<const std::int32_t*>(ip)[p]);
+          if (c < 0 || c >= g)
+            knmf::input_error(name, ": column index ", c, " of row ", r, " is outside [0, ", g, ")");
+          out.cols.push_back(std::int32_t(c));
+          out.values.push_back(v.at(p));
+        }
+        out.row_offsets[size_t(r - r0 + 1)] = std::int64_t(out.cols.size());
+      }
+    };
+  } else {  // dense: the stored entries are the non-zero values, as a dense file's reader
+    const bool by_rows = layout == "dense_rows";
+    src.read_rows = [=](std::int64_t r0, std::int64_t r1, knmf::io::CsrBlock<float>& out) {
+      out.row_begin = r0;
+      out.row_end = r1;
+      out.ncols = g;
+      out.row_offsets.assign(size_t(r1 - r0 + 1), 0);
+      out.cols.clear();
+      out.values.clear();
+      for (std::int64_t r = r0; r < r1; ++r) {
+        for (std::int64_t c = 0; c < g; ++c) {
+          const float x = v.at(by_rows ? r * g + c : c * n + r);
+          if (x != 0.0f || std::isnan(x)) {
+            out.cols.push_back(std::int32_t(c));
+            out.values.push_back(x);
+          }
+        }
+        out.row_offsets[size_t(r - r0 + 1)] = std::int64_t(out.cols.size());
+      }
+    };
+  }
+  return src;
+}
+
+template <class T>
+py::dict csr_dict(knmf::io::CsrBlock<T>&& m) {
+  py::dict d;
+  d["shape"] = py::make_tuple(m.rows(), m.ncols);
+  d["indptr"] = owned(std::move(m.row_offsets));
+  d["indices"] = owned(std::move(m.cols));
+  d["data"] = owned(std::move(m.values));
+  return d;
+}
+
+py::dict prepare(const std::string& layout, std::int64_t n, std::int64_t g,
+                 const py::array& indptr, const py::array& indices, const py::array& values,
+                 std::vector<std::string> obs_names, std::vector<std::string> var_names,
+                 int numgenes, const std::vector<std::string>& genes, const std::string& name) {
+  require_usable();
+  if (n <= 0 || g <= 0) knmf::input_error(name, " is empty (", n, " cells x ", g, " genes)");
+  if (numgenes < 1) knmf::input_error("knmf.prepare: numgenes = ", numgenes, " must be at least 1");
+  auto src = count_source(layout, n, g, indptr, indices, values, std::move(obs_names),
+                          std::move(var_names), name);
+  knmf::prepare::PrepareResult r;
+  {
+    py::gil_scoped_release release;
+    r = knmf::prepare::cnmf_prepare_counts(src, numgenes, genes, nullptr,
+                                           "knmf.prepare(numgenes=...)");
+  }
+  py::dict out;
+  out["norm_counts"] = csr_dict(std::move(r.norm_counts));
+  out["tpm"] = csr_dict(std::move(r.tpm));
+  out["genes"] = owned(std::move(r.genes));
+  out["gene_names"] = r.gene_names;
+  out["cells"] = owned(std::move(r.cells));
+  out["gene_std"] = owned(std::move(r.gene_std));
+  py::dict st;
+  st["mean"] = owned(std::move(r.stats.mean));
+  st["var"] = owned(std::move(r.stats.var));
+  st["fano"] = owned(std::move(r.stats.fano));
+  st["expected_fano"] = owned(std::move(r.stats.expected_fano));
+  st["fano_ratio"] = owned(std::move(r.stats.fano_ratio));
+  st["high_var"] = owned(std::move(r.stats.high_var));
+  st["A"] = r.stats.A;
+  st["B"] = r.stats.B;
+  out["stats"] = st;
+  out["zero_cells"] = r.zero_cells;
+  out["zero_genes"] = r.zero_genes;
+  return out;
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_knmf, m) {
@@ -308,6 +469,10 @@ PYBIND11_MODULE(_knmf, m) {
     }
     return out;
   }, py::arg("seed"), py::arg("n_iter"), py::arg("ks"));
+  m.def("_prepare", &prepare, py::arg("layout"), py::arg("n"), py::arg("g"),
+        py::arg("indptr").noconvert(), py::arg("indices").noconvert(),
+        py::arg("values").noconvert(), py::arg("obs_names"), py::arg("var_names"),
+        py::arg("numgenes"), py::arg("genes"), py::arg("name"));
   m.def("solver_option_names", [] {
     std::vector<std::string> names;
     for (const auto& f : knmf::solver_option_fields()) names.emplace_back(f.name);

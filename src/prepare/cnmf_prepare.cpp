@@ -131,14 +131,15 @@ void check_options(const CnmfPrepareOptions& o) {
 
 // Refuses a gene selection cNMF would refuse (or silently get wrong): --numgenes above the genes
 // with non-zero variance, and cells without a count in the selected genes.
-void check_selection(const CnmfPrepareOptions& o, bool genes_listed, const CountSource& src,
-                     const PrepareResult& res, const std::vector<std::string>& obs_names) {
+void check_selection(int num_highvar_genes, const std::string& numgenes_option,
+                     bool genes_listed, const CountSource& src, const PrepareResult& res,
+                     const std::vector<std::string>& obs_names) {
   if (!genes_listed) {
     std::int64_t varying = 0;
     for (double v : res.stats.var) varying += v > 0;
-    if (o.num_highvar_genes > varying)
-      input_error("--numgenes ", o.num_highvar_genes, " is larger than the ", varying, " genes of ",
-                  o.counts, " with non-zero variance");
+    if (num_highvar_genes > varying)
+      input_error(numgenes_option, " ", num_highvar_genes, " is larger than the ", varying,
+                  " genes of ", src.name, " with non-zero variance");
   }
   // cNMF's check: every cell needs a count in the selected genes (cells without any count
   // at all included: knmf's statistics leave them out, cNMF would stop here)
@@ -156,7 +157,7 @@ void check_selection(const CnmfPrepareOptions& o, bool genes_listed, const Count
     std::string examples;
     for (std::size_t i = 0; i < std::min<std::size_t>(4, zero.size()); ++i)
       examples += (i ? ", " : "") + obs_names[std::size_t(zero[i])];
-    input_error(o.counts, ": ", zero.size(), " cells have zero counts of overdispersed genes. E.g. ",
+    input_error(src.name, ": ", zero.size(), " cells have zero counts of overdispersed genes. E.g. ",
                 examples, ". Filter those cells and re-run or adjust the number of overdispersed "
                 "genes (cNMF stops here too)");
   }
@@ -266,6 +267,23 @@ std::string cnmf_run_params_yaml(const std::string& beta_loss, const std::string
          "\ntol: 0.0001\n";
 }
 
+PrepareResult cnmf_prepare_counts(const CountSource& src, int num_highvar_genes,
+                                  const std::vector<std::string>& genes, const CountSource* tpm,
+                                  const std::string& numgenes_option) {
+  PrepareOptions popt;
+  popt.num_highvar_genes = num_highvar_genes;
+  popt.genes = genes;
+  popt.keep_tpm = true;
+  popt.zero_genes_in_statistics = true;
+  popt.tpm = tpm;
+  PrepareResult res = prepare_counts(src, popt);
+  std::vector<std::string> obs_names = src.obs_names;
+  if (obs_names.empty())
+    for (std::int64_t i = 0; i < src.n_obs; ++i) obs_names.push_back(std::to_string(i));
+  check_selection(num_highvar_genes, numgenes_option, !genes.empty(), src, res, obs_names);
+  return res;
+}
+
 CnmfPrepareReport cnmf_prepare(const CnmfPrepareOptions& o, std::ostream& log) {
   check_options(o);
   CnmfPrepareReport rep;
@@ -290,28 +308,16 @@ CnmfPrepareReport cnmf_prepare(const CnmfPrepareOptions& o, std::ostream& log) {
   const auto genes = o.genes_file.empty() ? std::vector<std::string>{} : read_genes_file(o.genes_file);
   const auto counts = CountFile::open(o.counts, o.densify, o.block_rows);
   const auto& src = counts.source();
-  PrepareOptions popt;
-  popt.num_highvar_genes = o.num_highvar_genes;
-  popt.genes = genes;
-  popt.keep_tpm = true;
-  popt.zero_genes_in_statistics = true;
   std::optional<CountFile> tpm;
-  if (!o.tpm.empty()) {
-    tpm.emplace(CountFile::open(o.tpm, o.densify, o.block_rows));
-    popt.tpm = &tpm->source();
-  }
-  const PrepareResult res = prepare_counts(src, popt);
+  if (!o.tpm.empty()) tpm.emplace(CountFile::open(o.tpm, o.densify, o.block_rows));
+  const PrepareResult res = cnmf_prepare_counts(src, o.num_highvar_genes, genes,
+                                                tpm ? &tpm->source() : nullptr, "--numgenes");
   rep.cells = src.n_obs;
   rep.genes = src.n_vars;
   rep.selected_genes = std::int64_t(res.genes.size());
   std::vector<std::string> var_names = src.var_names;
   if (var_names.empty())
     for (std::int64_t j = 0; j < src.n_vars; ++j) var_names.push_back(std::to_string(j));
-  std::vector<std::string> obs_names = src.obs_names;
-  if (obs_names.empty())
-    for (std::int64_t i = 0; i < src.n_obs; ++i) obs_names.push_back(std::to_string(i));
-
-  check_selection(o, !genes.empty(), src, res, obs_names);
   KNMF_ASSERT(std::int64_t(res.cell_names.size()) == src.n_obs, "every cell is kept");
 
   // ---- stage every file, then move them into place ----------------------------------------

@@ -13,6 +13,7 @@ import textwrap
 import threading
 import time
 
+import anndata  # Debian's python3-anndata (cmake/bootstrap.sh): the test fails without it
 import h5py
 import numpy as np
 import pytest
@@ -180,6 +181,69 @@ def test_unsorted_indices_are_read_as_stored_like_the_driver(sim, tmp_path):
     sorted_ = knmf.factorize(X, 4, n_replicates=3, seed=14, batch=2, dtype="float64",
                              format="sparse")
     assert np.allclose(res.spectra, sorted_.spectra, rtol=1e-9, atol=1e-12)
+
+
+def read_h5ad_x(path):
+    with h5py.File(path, "r") as f:
+        g = f["X"]
+        X = sp.csr_matrix((g["data"][:], g["indices"][:], g["indptr"][:]),
+                          shape=tuple(int(v) for v in g.attrs["shape"]))
+        index = lambda grp: [s.decode() for s in f[grp][f[grp].attrs["_index"]][:]]  # noqa: E731
+        return X, index("obs"), index("var")
+
+
+def test_prepare_equals_the_driver_and_feeds_factorize(sim, tmp_path):
+    h5ad, _ = sim
+    counts, obs, var = read_h5ad_x(h5ad)
+    run_driver("prepare", "-c", h5ad, "--output-dir", tmp_path, "--name", "run", "-k", 3,
+               "-n", 2, "--numgenes", 100, "--seed", 14)
+    tmp = tmp_path / "run" / "cnmf_tmp"
+    p = knmf.prepare(counts, 100, obs_names=obs, var_names=var)
+    norm, _, names = read_h5ad_x(tmp / "run.norm_counts.h5ad")
+    for a in ("data", "indices", "indptr"):
+        assert np.array_equal(getattr(p.norm_counts, a), getattr(norm, a)), a
+    assert p.gene_names == names
+    assert p.gene_names == (tmp_path / "run" / "run.overdispersed_genes.txt").read_text().split()
+    tpm, _, _ = read_h5ad_x(tmp / "run.tpm.h5ad")
+    for a in ("data", "indices", "indptr"):
+        assert np.array_equal(getattr(p.tpm, a), getattr(tpm, a)), a
+    stats = np.load(tmp / "run.tpm_stats.df.npz", allow_pickle=True)["data"]
+    assert np.array_equal(stats[:, 0], p.stats["mean"])
+    assert np.array_equal(stats[:, 1], np.sqrt(p.stats["var"]))
+    # the same counts as numpy (int, C and Fortran order) and as an AnnData: the same result
+    dense = counts.toarray().astype(np.int64)
+    for X in (dense, np.asfortranarray(dense), counts.tocsc()):
+        q = knmf.prepare(X, 100)
+        assert np.array_equal(q.norm_counts.data, p.norm_counts.data)
+        assert np.array_equal(q.norm_counts.indices, p.norm_counts.indices)
+    ad = anndata.AnnData(X=counts)
+    ad.obs_names, ad.var_names = obs, var
+    q = knmf.prepare(ad, 100)
+    assert q.gene_names == p.gene_names and np.array_equal(q.norm_counts.data, p.norm_counts.data)
+    # then the driver's factorize of that run (cNMF mode) and knmf.factorize of p.norm_counts
+    run_driver("factorize", "--output-dir", tmp_path, "--name", "run", "--batch", 2, "--quiet")
+    seeds = knmf.cnmf_seeds(14, 2, [3])[3]
+    res = knmf.factorize(p.norm_counts, 3, seeds=seeds, batch=2, save_usages=False)
+    for it in range(2):
+        want = np.load(tmp / f"run.spectra.k_3.iter_{it}.df.npz", allow_pickle=True)["data"]
+        assert np.array_equal(res.spectra[it], want), it
+
+
+def test_prepare_refuses_as_the_driver():
+    rng = np.random.default_rng(4)
+    counts = rng.poisson(1.0, (50, 40)).astype(np.float32)
+    with pytest.raises(ValueError, match="larger than"):
+        knmf.prepare(counts, 45)
+    neg = counts.copy()
+    neg[3, 3] = -2
+    with pytest.raises(ValueError, match="negative"):
+        knmf.prepare(neg, 10)
+    zero_row = counts.copy()
+    zero_row[7] = 0
+    with pytest.raises(ValueError, match="zero counts"):
+        knmf.prepare(zero_row, 10)
+    with pytest.raises(ValueError, match="numgenes"):
+        knmf.prepare(counts, 0)
 
 
 def test_bad_input_raises_value_error_with_the_driver_message():

@@ -39,6 +39,8 @@
 #include <string>
 #include <vector>
 
+#include "knmf/prepare/prepare.hpp"
+
 namespace knmf::prepare {
 
 struct CnmfPrepareOptions {
@@ -69,6 +71,15 @@ struct CnmfPrepareReport {
   std::int64_t completed_jobs = 0;   ///< jobs whose spectra file already exists
   bool replaced_existing = false;    ///< the run folder existed before
 };
+
+/// `cnmf prepare`'s arithmetic on counts already open, without files: the selection of
+/// `num_highvar_genes` overdispersed genes (or the listed `genes`), the unit-variance
+/// normalized counts, the TPM (or `tpm`'s) and its statistics, and cNMF's refusals (more genes
+/// asked for than vary, named by `numgenes_option`; cells without a count in the selected
+/// genes). cnmf_prepare writes what this returns; the Python module returns it.
+PrepareResult cnmf_prepare_counts(const CountSource& src, int num_highvar_genes,
+                                  const std::vector<std::string>& genes, const CountSource* tpm,
+                                  const std::string& numgenes_option);
 
 /// Run `cnmf prepare` (see the file comment). Throws knmf::InputError for bad input. The
 /// warning that runs of the job table already appear completed is written to `log`.
