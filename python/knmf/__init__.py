@@ -12,13 +12,14 @@ OMP_NUM_THREADS) and stops at interpreter exit when knmf started it.
 import atexit as _atexit
 import os as _os
 
-from . import _knmf
-from ._api import (Factorization, FactorizationError, Prepared, cnmf_seeds, factorize, prepare,
-                   set_num_threads)
+from . import _knmf, tl
+from ._api import (Consensus, Factorization, FactorizationError, KSelection, Prepared, cnmf_seeds,
+                   consensus, factorize, k_selection, prepare, set_num_threads)
 
 __version__ = _knmf.__version__
-__all__ = ["Factorization", "FactorizationError", "Prepared", "cnmf_seeds", "factorize", "prepare",
-           "set_num_threads", "__version__"]
+__all__ = ["Consensus", "Factorization", "FactorizationError", "KSelection", "Prepared",
+           "cnmf_seeds", "consensus", "factorize", "k_selection", "prepare", "set_num_threads", "tl",
+           "__version__"]
 
 # Kokkos is finalized at exit only if knmf initialized it (every View is released by then:
 # results are numpy arrays, no View outlives a call).

@@ -5,8 +5,8 @@ import sys
 
 from . import _knmf
 
-__all__ = ["Factorization", "FactorizationError", "Prepared", "cnmf_seeds", "factorize",
-           "prepare", "set_num_threads"]
+__all__ = ["Consensus", "Factorization", "FactorizationError", "KSelection", "Prepared",
+           "cnmf_seeds", "consensus", "factorize", "k_selection", "prepare", "set_num_threads"]
 
 
 class FactorizationError(RuntimeError):
@@ -319,3 +319,141 @@ def prepare(data, numgenes=2000, *, genes=None, layer=None, obs_names=None, var_
     d = _knmf._prepare(kind, n, g, *arrays, obs, var, int(numgenes),
                        [str(s) for s in (genes or [])], "counts")
     return Prepared(d, obs or [str(i) for i in range(n)], var or [str(j) for j in range(g)])
+
+
+class Consensus:
+    """cNMF's consensus of one k in memory (knmf.consensus); numpy owns every array.
+
+    spectra        (k, g) float64: the consensus spectra over X's genes, rows sum to 1
+                   (cNMF's spectra.k_K.dt_T.consensus), programs ordered by total usage
+    usages         (n, k): cNMF's usages (float32 when refitted from a float32 TPM, as cNMF)
+    spectra_tpm    (k, genes) over the TPM's genes (gene_spectra_tpm), with a TPM
+    spectra_score  (k, genes) z-scored gene scores (gene_spectra_score), with a TPM
+    starcat        (k, g) starCAT reference spectra, with a TPM
+    prediction_error, silhouette; local_density, nonzero_rows, used_rows: the filter's
+    """
+
+    def __init__(self, d):
+        self.__dict__.update({k: v for k, v in d.items() if k != "warnings"})
+        self.warnings = list(d["warnings"])
+        for name in ("spectra_tpm", "spectra_score", "starcat"):
+            self.__dict__.setdefault(name, None)
+
+    def __repr__(self):
+        k, g = self.spectra.shape
+        return f"<knmf.Consensus: k = {k} over {g} genes, {self.usages.shape[0]} cells>"
+
+
+def _csr_parts(X, what):
+    sp = _scipy_sparse()
+    np = _numpy()
+    if not sp.issparse(X):
+        X = sp.csr_matrix(np.asarray(X))
+    elif X.format != "csr":
+        X = X.tocsr()
+    n, g = X.shape
+    return (int(n), int(g), np.ascontiguousarray(X.indptr), np.ascontiguousarray(X.indices),
+            np.ascontiguousarray(X.data))
+
+
+def consensus(data, spectra, *, tpm=None, hvg_columns=None, gene_std=None,
+              density_threshold=0.5, local_neighborhood_size=0.30, solver="cd",
+              beta_loss="frobenius", init="random", tol=1e-4, max_iter=1000, alpha_W=0.0,
+              alpha_H="same", l1_ratio=0.0):
+    """`knmf consensus` (cNMF's `cnmf consensus`) of one k in memory, through the driver's
+    consensus: the replicate spectra clustered (local-density filter, k-means), the median
+    spectra, the usages refitted on X, and with a TPM its spectra, gene scores and starCAT
+    spectra.
+
+    data: a knmf.Prepared (X = its norm_counts, with its TPM, HVG columns and gene std) or X
+    itself (scipy.sparse or numpy, cells x genes of the spectra). spectra: a
+    knmf.Factorization, or its (R, k, g) spectra. tpm: cells x all genes (with hvg_columns:
+    the TPM column of each of X's genes, and gene_std: each TPM gene's std; default computed
+    from the TPM). The solver options are the run's (cNMF's defaults), as the refits use them."""
+    np = _numpy()
+    if isinstance(spectra, Factorization):
+        spectra = spectra.spectra
+    S = np.asarray(spectra, dtype=np.float64)
+    if S.ndim != 3:
+        raise ValueError(f"spectra has {S.ndim} dimension(s), expected (replicates, k, genes)")
+    R, k, g = S.shape
+    if isinstance(data, Prepared):
+        X = data.norm_counts
+        if tpm is None:
+            tpm = data.tpm
+            hvg_columns = data.genes if hvg_columns is None else hvg_columns
+            gene_std = np.sqrt(data.stats["var"]) if gene_std is None else gene_std
+    else:
+        X = data
+    parts = _csr_parts(X, "X")
+    if parts[1] != g:
+        raise ValueError(f"spectra have {g} genes, X has {parts[1]}")
+    tpm_parts = None
+    if tpm is not None:
+        tpm_parts = _csr_parts(tpm, "tpm")
+        if hvg_columns is None:
+            raise ValueError("tpm= needs hvg_columns= (the TPM column of each of X's genes)")
+    run = dict(solver=solver, beta_loss=beta_loss, init=init, tol=tol, max_iter=max_iter,
+               alpha_W=alpha_W, alpha_H=alpha_H, l1_ratio=l1_ratio)
+    d = _knmf._consensus(*parts, np.ascontiguousarray(S.reshape(R * k, g)), int(k), tpm_parts,
+                         [int(c) for c in (hvg_columns if hvg_columns is not None else [])],
+                         [float(v) for v in (gene_std if gene_std is not None else [])],
+                         [(n, _option_text(v)) for n, v in run.items()],
+                         float(density_threshold), float(local_neighborhood_size))
+    return Consensus(d)
+
+
+class KSelection:
+    """cNMF's k-selection table in memory (knmf.k_selection), one entry per k:
+
+    k, silhouette (stability), prediction_error (||X - W H||^2 of the consensus refit),
+    cv_prediction_error and cv_prediction_error_sd (bi-cross-validation, when asked; NaN
+    otherwise), cv_errors (each held-out block's), cv_choice (the k cross-validation chooses,
+    0 without it), stable_k (the k of the largest silhouette)."""
+
+    def __init__(self, d):
+        np = _numpy()
+        self.__dict__.update(d)
+        self.cv_errors = list(d["cv_errors"])
+        self.cv_choice = int(d["cv_choice"])
+        self.stable_k = int(self.k[int(np.nanargmax(self.silhouette))]) if len(self.k) else 0
+
+    def __repr__(self):
+        return (f"<knmf.KSelection: k = {list(map(int, self.k))}, most stable k = {self.stable_k}"
+                + (f", cross-validation chooses k = {self.cv_choice}>" if self.cv_choice else ">"))
+
+
+def k_selection(data, spectra, *, cross_validate=False, cv_folds=(2, 2), cv_replicates=1,
+                cv_seed=14, one_std_error=False, density_threshold=0.5,
+                local_neighborhood_size=0.30, solver="cd", beta_loss="frobenius",
+                init="random", tol=1e-4, max_iter=1000, alpha_W=0.0, alpha_H="same",
+                l1_ratio=0.0):
+    """`knmf k-selection` (cNMF's `k_selection_plot` statistics) in memory: for every k, the
+    stability (silhouette of the replicate spectra's clustering) and the prediction error of
+    the consensus refit; with cross_validate=True also the bi-cross-validation of X at every
+    k (the driver's --cross-validate: cv_folds cells x genes groups, cv_replicates, cv_seed)
+    and the k it chooses (one_std_error: the smallest k within one standard error).
+
+    data: a knmf.Prepared or X (cells x genes of the spectra). spectra: {k: knmf.Factorization
+    or (R, k, g) array}, or a list of Factorizations. The solver options are the run's."""
+    np = _numpy()
+    if not isinstance(spectra, dict):
+        spectra = {int(f.spectra.shape[1]): f for f in spectra}
+    ks = sorted(int(k) for k in spectra)
+    stacks = []
+    for k in ks:
+        S = spectra[k].spectra if isinstance(spectra[k], Factorization) else spectra[k]
+        S = np.asarray(S, dtype=np.float64)
+        if S.ndim != 3 or S.shape[1] != k:
+            raise ValueError(f"the spectra of k = {k} have shape {S.shape}, expected (R, {k}, genes)")
+        stacks.append(np.ascontiguousarray(S.reshape(-1, S.shape[2])))
+    X = data.norm_counts if isinstance(data, Prepared) else data
+    run = dict(solver=solver, beta_loss=beta_loss, init=init, tol=tol, max_iter=max_iter,
+               alpha_W=alpha_W, alpha_H=alpha_H, l1_ratio=l1_ratio)
+    p, q = cv_folds
+    d = _knmf._k_selection(*_csr_parts(X, "X"), stacks, ks,
+                           [(n, _option_text(v)) for n, v in run.items()],
+                           float(density_threshold), float(local_neighborhood_size),
+                           bool(cross_validate), int(p), int(q), int(cv_replicates), int(cv_seed),
+                           bool(one_std_error))
+    return KSelection(d)

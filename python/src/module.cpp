@@ -17,11 +17,14 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "knmf/core/error.hpp"
 #include "knmf/core/options.hpp"
+#include "knmf/consensus/consensus.hpp"
+#include "knmf/consensus/cross_validation.hpp"
 #include "knmf/core/runtime.hpp"
 #include "knmf/prepare/cnmf_prepare.hpp"
 #include "knmf/prepare/prepare.hpp"
@@ -415,6 +418,212 @@ py::dict prepare(const std::string& layout, std::int64_t n, std::int64_t g,
   return out;
 }
 
+// ---------------------------------------------------------------------------- consensus
+
+/// A RowSource over the caller's CSR arrays (int32 / int64 indices, float32 / float64
+/// values), read block by block as the driver's H5adRowSource reads a file.
+class ArrayRowSource final : public knmf::RowSource {
+public:
+  ArrayRowSource(std::int64_t n, std::int64_t g, const py::array& indptr,
+                 const py::array& indices, const py::array& data, std::string name)
+      : n_(n), g_(g), name_(std::move(name)), p64_(index_width(indptr, "indptr")),
+        i64_(index_width(indices, "indices")), v64_(value_width(data)), pp_(indptr.data()),
+        ip_(indices.data()), vp_(data.data()) {
+    if (indptr.shape(0) != n + 1)
+      knmf::input_error(name_, ": indptr has ", indptr.shape(0), " entries, expected ", n + 1);
+    if (offset(0) != 0 || offset(n) > indices.shape(0) || offset(n) > data.shape(0))
+      knmf::input_error(name_, ": indptr runs from ", offset(0), " to ", offset(n),
+                        " but indices has ", indices.shape(0), " and data ", data.shape(0),
+                        " entries");
+  }
+  knmf::size_type rows() const override { return n_; }
+  knmf::size_type cols() const override { return g_; }
+  const std::string& name() const override { return name_; }
+  std::vector<std::string> column_names() const override { return {}; }
+  std::vector<std::string> row_names() const override { return {}; }
+  void for_each_block(knmf::size_type max_nnz, const knmf::BlockVisitor& visit) const override {
+    knmf::io::CsrBlock<double> b;
+    std::int64_t r0 = 0;
+    while (r0 < n_) {
+      std::int64_t r1 = r0 + 1;
+      while (r1 < n_ && offset(r1 + 1) - offset(r0) <= max_nnz) ++r1;
+      b.row_begin = r0;
+      b.row_end = r1;
+      b.ncols = g_;
+      b.row_offsets.assign(size_t(r1 - r0 + 1), 0);
+      b.cols.clear();
+      b.values.clear();
+      for (std::int64_t r = r0; r < r1; ++r) {
+        const std::int64_t p0 = offset(r), p1 = offset(r + 1);
+        if (p1 < p0) knmf::input_error(name_, ": the row offsets decrease at row ", r);
+        for (std::int64_t p = p0; p < p1; ++p) {
+          const std::int64_t c = i64_ ? static_cast<const std::int64_t*>(ip_)[p]
+                                      : std::int64_t(static_cast<const std::int32_t*>(ip_)[p]);
+          if (c < 0 || c >= g_)
+            knmf::input_error(name_, ": column index ", c, " of row ", r, " is outside [0, ", g_, ")");
+          b.cols.push_back(std::int32_t(c));
+          b.values.push_back(v64_ ? static_cast<const double*>(vp_)[p]
+                                  : double(static_cast<const float*>(vp_)[p]));
+        }
+        b.row_offsets[size_t(r - r0 + 1)] = std::int64_t(b.cols.size());
+      }
+      visit(b);
+      r0 = r1;
+    }
+  }
+  bool float32() const { return !v64_; }
+
+private:
+  std::int64_t offset(std::int64_t r) const {
+    return p64_ ? static_cast<const std::int64_t*>(pp_)[r]
+                : std::int64_t(static_cast<const std::int32_t*>(pp_)[r]);
+  }
+  std::int64_t n_, g_;
+  std::string name_;
+  bool p64_, i64_, v64_;
+  const void *pp_, *ip_, *vp_;
+};
+
+py::array_t<double> rows_array(knmf::consensus::HostRows&& h) {
+  auto a = owned(std::move(h.values));
+  return a.reshape({py::ssize_t(h.rows), py::ssize_t(h.cols)});
+}
+
+py::dict consensus(std::int64_t n, std::int64_t g, const py::array& indptr,
+                   const py::array& indices, const py::array& data,
+                   const py::array_t<double, py::array::c_style>& spectra, int k,
+                   const py::object& tpm, const std::vector<int>& hvg_columns,
+                   const std::vector<double>& gene_std,
+                   const std::vector<std::pair<std::string, std::string>>& run_options,
+                   double density_threshold, double local_neighborhood_size) {
+  ensure_initialized();
+  const ArrayRowSource X(n, g, indptr, indices, data, "X");
+  if (spectra.ndim() != 2 || spectra.shape(1) != g || spectra.shape(0) % k != 0)
+    knmf::input_error("knmf.consensus: spectra has shape (", spectra.shape(0), ", ",
+                      spectra.ndim() > 1 ? spectra.shape(1) : 0, "), expected (R * ", k, ", ", g, ")");
+  knmf::consensus::HostRows merged{spectra.shape(0), g,
+                                   std::vector<double>(spectra.data(), spectra.data() + spectra.size())};
+  knmf::consensus::ConsensusOptions o;
+  o.local_density_threshold = density_threshold;
+  o.local_neighborhood_size = local_neighborhood_size;
+  o.validate();
+  const knmf::SolverOptions run = solver_options(run_options, "knmf.consensus");
+  std::unique_ptr<ArrayRowSource> tsrc;
+  knmf::consensus::TpmInput tin;
+  if (!tpm.is_none()) {
+    const auto t = tpm.cast<py::tuple>();  // (n, genes, indptr, indices, data)
+    tsrc = std::make_unique<ArrayRowSource>(t[0].cast<std::int64_t>(), t[1].cast<std::int64_t>(),
+                                            t[2].cast<py::array>(), t[3].cast<py::array>(),
+                                            t[4].cast<py::array>(), "tpm");
+    if (tsrc->rows() != n)
+      knmf::input_error("knmf.consensus: tpm has ", tsrc->rows(), " cells, X has ", n);
+    if (std::int64_t(hvg_columns.size()) != g)
+      knmf::input_error("knmf.consensus: ", hvg_columns.size(), " hvg_columns for ", g, " genes of X");
+    for (int c : hvg_columns)
+      if (c < 0 || c >= tsrc->cols())
+        knmf::input_error("knmf.consensus: hvg column ", c, " is outside tpm's ", tsrc->cols(), " genes");
+    if (!gene_std.empty() && std::int64_t(gene_std.size()) != tsrc->cols())
+      knmf::input_error("knmf.consensus: ", gene_std.size(), " gene_std values for ", tsrc->cols(), " tpm genes");
+    tin.tpm = tsrc.get();
+    tin.hvg_columns = hvg_columns;
+    tin.gene_std = gene_std;
+    tin.float32 = tsrc->float32();
+  }
+  knmf::consensus::ConsensusResult r;
+  {
+    py::gil_scoped_release release;
+    r = knmf::consensus::run_consensus(knmf::ExecSpace(), merged, k, X, tsrc ? &tin : nullptr, run, o);
+  }
+  py::dict out;
+  const bool f32 = r.have_tpm && tin.float32;  // cNMF's usages: float32 from a float32 TPM
+  const auto& U = r.usages();
+  if (f32) {
+    std::vector<float> u(U.values.begin(), U.values.end());
+    out["usages"] = owned(std::move(u)).reshape({py::ssize_t(U.rows), py::ssize_t(U.cols)});
+  } else {
+    auto u = U;
+    out["usages"] = rows_array(std::move(u));
+  }
+  out["spectra"] = rows_array(std::move(r.spectra));
+  out["prediction_error"] = r.prediction_error;
+  out["silhouette"] = r.clustering.silhouette;
+  out["local_density"] = owned(std::move(r.clustering.local_density));
+  out["nonzero_rows"] = owned(std::move(r.clustering.nonzero_rows));
+  out["used_rows"] = owned(std::move(r.clustering.used_rows));
+  if (r.have_tpm) {
+    if (f32) {
+      std::vector<float> t(r.spectra_tpm.values.begin(), r.spectra_tpm.values.end());
+      out["spectra_tpm"] = owned(std::move(t)).reshape({py::ssize_t(r.spectra_tpm.rows), py::ssize_t(r.spectra_tpm.cols)});
+    } else {
+      out["spectra_tpm"] = rows_array(std::move(r.spectra_tpm));
+    }
+    out["spectra_score"] = rows_array(std::move(r.spectra_score));
+    out["starcat"] = rows_array(std::move(r.starcat));
+  }
+  out["warnings"] = r.warnings;
+  return out;
+}
+
+py::dict k_selection(std::int64_t n, std::int64_t g, const py::array& indptr,
+                     const py::array& indices, const py::array& data,
+                     const std::vector<py::array_t<double, py::array::c_style>>& stacks,
+                     const std::vector<int>& ks,
+                     const std::vector<std::pair<std::string, std::string>>& run_options,
+                     double density_threshold, double local_neighborhood_size,
+                     bool cross_validate, int cell_folds, int gene_folds, int cv_replicates,
+                     std::int64_t cv_seed, bool one_std_error) {
+  ensure_initialized();
+  const ArrayRowSource X(n, g, indptr, indices, data, "X");
+  if (stacks.size() != ks.size()) throw knmf::LogicError("knmf.k_selection: stacks and ks differ");
+  std::vector<knmf::consensus::HostRows> merged;
+  for (size_t i = 0; i < ks.size(); ++i) {
+    const auto& a = stacks[i];
+    if (ks[i] < 1 || a.ndim() != 2 || a.shape(1) != g || a.shape(0) % ks[i] != 0)
+      knmf::input_error("knmf.k_selection: the spectra of k = ", ks[i], " do not have shape (R * k, ", g, ")");
+    merged.push_back({a.shape(0), g, std::vector<double>(a.data(), a.data() + a.size())});
+  }
+  knmf::consensus::ConsensusOptions o;
+  o.local_density_threshold = density_threshold;
+  o.local_neighborhood_size = local_neighborhood_size;
+  o.validate();
+  const knmf::SolverOptions run = solver_options(run_options, "knmf.k_selection");
+  knmf::consensus::CrossValidationOptions cv;
+  cv.cell_folds = cell_folds;
+  cv.gene_folds = gene_folds;
+  cv.replicates = cv_replicates;
+  if (cv_seed < 0) knmf::input_error("knmf.k_selection: cv_seed ", cv_seed, " is invalid: it must be >= 0");
+  cv.seed = std::uint64_t(cv_seed);
+  if (cross_validate) cv.validate();
+  std::vector<knmf::consensus::KSelectionRow> rows;
+  std::vector<knmf::consensus::CrossValidationK> table;
+  {
+    py::gil_scoped_release release;
+    const knmf::ExecSpace space;
+    rows = knmf::consensus::k_selection(space, merged, ks, X, run, o);
+    if (cross_validate) table = knmf::consensus::cross_validate(space, X, ks, run, cv);
+  }
+  std::vector<std::int64_t> kk;
+  std::vector<double> sil, pe, cvm, cvsd;
+  py::list errors;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    kk.push_back(rows[i].k);
+    sil.push_back(rows[i].silhouette);
+    pe.push_back(rows[i].prediction_error);
+    cvm.push_back(cross_validate ? table[i].mean : std::nan(""));
+    cvsd.push_back(cross_validate ? table[i].sd : std::nan(""));
+    if (cross_validate) errors.append(owned(std::vector<double>(table[i].errors)));
+  }
+  py::dict out;
+  out["k"] = owned(std::move(kk));
+  out["silhouette"] = owned(std::move(sil));
+  out["prediction_error"] = owned(std::move(pe));
+  out["cv_prediction_error"] = owned(std::move(cvm));
+  out["cv_prediction_error_sd"] = owned(std::move(cvsd));
+  out["cv_errors"] = errors;
+  out["cv_choice"] = cross_validate ? knmf::consensus::choose_k(table, one_std_error) : 0;
+  return out;
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_knmf, m) {
@@ -473,6 +682,17 @@ PYBIND11_MODULE(_knmf, m) {
         py::arg("indptr").noconvert(), py::arg("indices").noconvert(),
         py::arg("values").noconvert(), py::arg("obs_names"), py::arg("var_names"),
         py::arg("numgenes"), py::arg("genes"), py::arg("name"));
+  m.def("_consensus", &consensus, py::arg("n"), py::arg("g"), py::arg("indptr").noconvert(),
+        py::arg("indices").noconvert(), py::arg("data").noconvert(),
+        py::arg("spectra").noconvert(), py::arg("k"), py::arg("tpm"), py::arg("hvg_columns"),
+        py::arg("gene_std"), py::arg("run_options"), py::arg("density_threshold"),
+        py::arg("local_neighborhood_size"));
+  m.def("_k_selection", &k_selection, py::arg("n"), py::arg("g"),
+        py::arg("indptr").noconvert(), py::arg("indices").noconvert(),
+        py::arg("data").noconvert(), py::arg("stacks"), py::arg("ks"), py::arg("run_options"),
+        py::arg("density_threshold"), py::arg("local_neighborhood_size"),
+        py::arg("cross_validate"), py::arg("cell_folds"), py::arg("gene_folds"),
+        py::arg("cv_replicates"), py::arg("cv_seed"), py::arg("one_std_error"));
   m.def("solver_option_names", [] {
     std::vector<std::string> names;
     for (const auto& f : knmf::solver_option_fields()) names.emplace_back(f.name);

@@ -229,6 +229,55 @@ def test_prepare_equals_the_driver_and_feeds_factorize(sim, tmp_path):
         assert np.array_equal(res.spectra[it], want), it
 
 
+def test_consensus_k_selection_and_tl_cnmf_equal_the_driver(sim, tmp_path):
+    """The driver's pipeline on a run folder (prepare, factorize, k-selection with the
+    cross-validation, consensus of the k it chooses) against knmf.tl.cnmf on the same counts
+    as an AnnData, and against the module's steps one by one: every number bit for bit."""
+    h5ad, _ = sim
+    counts, obs, var = read_h5ad_x(h5ad)
+    run_driver("prepare", "-c", h5ad, "--output-dir", tmp_path, "--name", "run", "-k", 2, 3, 4,
+               "-n", 5, "--numgenes", 100, "--seed", 14)
+    run_driver("factorize", "--output-dir", tmp_path, "--name", "run", "--batch", 2, "--quiet")
+    out = subprocess.run([DRIVER, "k-selection", "--output-dir", tmp_path, "--name", "run",
+                          "--cross-validate"], check=True, capture_output=True, text=True)
+    chosen = int(out.stdout.split("cross-validation chooses k = ")[1].split()[0])
+    run_driver("consensus", "--output-dir", tmp_path, "--name", "run", "-k", chosen,
+               "--local-density-threshold", 0.5)
+    d = tmp_path / "run"
+    load = lambda f: np.load(d / "cnmf_tmp" / f, allow_pickle=True)["data"]  # noqa: E731
+
+    ad = anndata.AnnData(X=counts)
+    ad.obs_names, ad.var_names = obs, var
+    knmf.tl.cnmf(ad, [2, 3, 4], n_iter=5, seed=14, numgenes=100, batch=2)
+    u = ad.uns["cnmf"]
+    assert u["k"] == chosen and u["k_chosen_by"] == "cross-validation"
+    stats = np.load(d / "run.k_selection_stats.df.npz", allow_pickle=True)
+    for j, name in enumerate(stats["columns"]):
+        if str(name) in u["k_selection"]:
+            assert np.array_equal(stats["data"][:, j].astype(float),
+                                  u["k_selection"][str(name)].astype(float)), name
+    tag = f"k_{chosen}.dt_0_5"
+    assert np.array_equal(ad.obsm["X_cnmf"], load(f"run.usages.{tag}.consensus.df.npz"))
+    spectra = load(f"run.spectra.{tag}.consensus.df.npz")
+    genes = [var.index(gname) for gname in u["genes"]]
+    assert np.array_equal(ad.varm["cnmf_spectra"][genes].T, spectra)
+    others = np.setdiff1d(np.arange(len(var)), genes)
+    assert not ad.varm["cnmf_spectra"][others].any()  # zero outside the genes used
+    assert np.array_equal(u["gene_spectra_score"], load(f"run.gene_spectra_score.{tag}.df.npz"))
+    assert np.array_equal(u["gene_spectra_tpm"], load(f"run.gene_spectra_tpm.{tag}.df.npz"))
+    # the steps one by one: consensus of the chosen k at another threshold (2: keep all)
+    run_driver("consensus", "--output-dir", tmp_path, "--name", "run", "-k", chosen,
+               "--local-density-threshold", 2)
+    p = knmf.prepare(ad, 100)
+    res = knmf.factorize(p.norm_counts, chosen, seeds=knmf.cnmf_seeds(14, 5, [2, 3, 4])[chosen],
+                         batch=2, save_usages=False)
+    c = knmf.consensus(p, res, density_threshold=2)
+    tag = f"k_{chosen}.dt_2_0"
+    assert np.array_equal(c.spectra, load(f"run.spectra.{tag}.consensus.df.npz"))
+    assert np.array_equal(c.usages, load(f"run.usages.{tag}.consensus.df.npz"))
+    assert np.array_equal(c.starcat, load(f"run.starcat_spectra.{tag}.df.npz"))
+
+
 def test_prepare_refuses_as_the_driver():
     rng = np.random.default_rng(4)
     counts = rng.poisson(1.0, (50, 40)).astype(np.float32)
