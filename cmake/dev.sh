@@ -90,7 +90,7 @@ case "$cmd" in
     # the one committed (docs/sanitizers.md); the MPI paths are tested by the other builds.
     # (KNMF_SANITIZE compiles at -O1 -g1 whatever the build type: CMakeLists.txt)
     configure_build "$bdir" "$prefix" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKNMF_SANITIZE=ON \
-      -DKNMF_ENABLE_MPI=OFF -DKNMF_ENABLE_PERF=OFF
+      -DKNMF_ENABLE_MPI=OFF -DKNMF_ENABLE_PERF=OFF "${python[@]}"
     export OMP_PROC_BIND=${OMP_PROC_BIND:-spread} OMP_PLACES=${OMP_PLACES:-threads}
     # exitcode 86: a finding in a driver run by a test is never mistaken for the driver's own
     # exit status 1 (a refused input). No detect_stack_use_after_return: GCC 12's fake stack

@@ -260,6 +260,63 @@ py::dict factorize_dense(const py::array& a, const std::string& dtype,
                      progress_seconds);
 }
 
+// --------------------------------------------------------------------- the CSR arrays read
+
+/// The caller's CSR arrays (int32 / int64 indptr and indices; values read by the user of the
+/// class), checked once, read row block by row block into the library's CsrBlock: how
+/// knmf.prepare's counts and knmf.consensus' X and TPM reach the library, as a file's
+/// reader gives them.
+class CsrArrays {
+public:
+  CsrArrays(std::int64_t n, std::int64_t g, const py::array& indptr, const py::array& indices,
+            std::int64_t values, std::string name)
+      : n_(n), g_(g), name_(std::move(name)), p64_(index_width(indptr, "indptr")),
+        i64_(index_width(indices, "indices")), pp_(indptr.data()), ip_(indices.data()) {
+    if (indptr.shape(0) != n + 1)
+      knmf::input_error(name_, ": indptr has ", indptr.shape(0), " entries, expected ", n + 1);
+    if (offset(0) != 0 || offset(n) > indices.shape(0) || offset(n) > values)
+      knmf::input_error(name_, ": indptr runs from ", offset(0), " to ", offset(n),
+                        " but indices has ", indices.shape(0), " and data ", values, " entries");
+  }
+  std::int64_t rows() const { return n_; }
+  std::int64_t cols() const { return g_; }
+  const std::string& name() const { return name_; }
+  std::int64_t offset(std::int64_t r) const {
+    return p64_ ? static_cast<const std::int64_t*>(pp_)[r]
+                : std::int64_t(static_cast<const std::int32_t*>(pp_)[r]);
+  }
+  /// Rows [r0, r1) into `out`, entry p's value as value(p); offsets that decrease and
+  /// columns outside [0, g) are input errors.
+  template <class T, class F>
+  void block(std::int64_t r0, std::int64_t r1, knmf::io::CsrBlock<T>& out, F&& value) const {
+    out.row_begin = r0;
+    out.row_end = r1;
+    out.ncols = g_;
+    out.row_offsets.assign(size_t(r1 - r0 + 1), 0);
+    out.cols.clear();
+    out.values.clear();
+    for (std::int64_t r = r0; r < r1; ++r) {
+      const std::int64_t p0 = offset(r), p1 = offset(r + 1);
+      if (p1 < p0) knmf::input_error(name_, ": the row offsets decrease at row ", r);
+      for (std::int64_t p = p0; p < p1; ++p) {
+        const std::int64_t c = i64_ ? static_cast<const std::int64_t*>(ip_)[p]
+                                    : std::int64_t(static_cast<const std::int32_t*>(ip_)[p]);
+        if (c < 0 || c >= g_)
+          knmf::input_error(name_, ": column index ", c, " of row ", r, " is outside [0, ", g_, ")");
+        out.cols.push_back(std::int32_t(c));
+        out.values.push_back(value(p));
+      }
+      out.row_offsets[size_t(r - r0 + 1)] = std::int64_t(out.cols.size());
+    }
+  }
+
+private:
+  std::int64_t n_, g_;
+  std::string name_;
+  bool p64_, i64_;
+  const void *pp_, *ip_;
+};
+
 // ------------------------------------------------------------------------------ prepare
 
 /// A numpy array handed back without a copy: it owns the vector the library filled.
@@ -314,38 +371,9 @@ knmf::prepare::CountSource count_source(const std::string& layout, std::int64_t 
   src.block_rows = 16384;
   const CountValues v = count_values(values);
   if (layout == "csr") {
-    const bool p64 = index_width(indptr, "indptr"), i64 = index_width(indices, "indices");
-    const void* pp = indptr.data();
-    const void* ip = indices.data();
-    const auto off = [=](std::int64_t r) {
-      return p64 ? static_cast<const std::int64_t*>(pp)[r]
-                 : std::int64_t(static_cast<const std::int32_t*>(pp)[r]);
-    };
-    if (indptr.shape(0) != n + 1)
-      knmf::input_error(name, ": indptr has ", indptr.shape(0), " entries, expected ", n + 1);
-    if (off(0) != 0 || off(n) > indices.shape(0) || off(n) > values.shape(0))
-      knmf::input_error(name, ": indptr runs from ", off(0), " to ", off(n), " but indices has ",
-                        indices.shape(0), " and data ", values.shape(0), " entries");
-    src.read_rows = [=](std::int64_t r0, std::int64_t r1, knmf::io::CsrBlock<float>& out) {
-      out.row_begin = r0;
-      out.row_end = r1;
-      out.ncols = g;
-      out.row_offsets.assign(size_t(r1 - r0 + 1), 0);
-      out.cols.clear();
-      out.values.clear();
-      for (std::int64_t r = r0; r < r1; ++r) {
-        const std::int64_t p0 = off(r), p1 = off(r + 1);
-        if (p1 < p0) knmf::input_error(name, ": the row offsets decrease at row ", r);
-        for (std::int64_t p = p0; p < p1; ++p) {
-          const std::int64_t c = i64 ? static_cast<const std::int64_t*>(ip)[p]
-                                     : std::int64_t(static_cast<const std::int32_t*>(ip)[p]);
-          if (c < 0 || c >= g)
-            knmf::input_error(name, ": column index ", c, " of row ", r, " is outside [0, ", g, ")");
-          out.cols.push_back(std::int32_t(c));
-          out.values.push_back(v.at(p));
-        }
-        out.row_offsets[size_t(r - r0 + 1)] = std::int64_t(out.cols.size());
-      }
+    const auto csr = std::make_shared<const CsrArrays>(n, g, indptr, indices, values.shape(0), name);
+    src.read_rows = [csr, v](std::int64_t r0, std::int64_t r1, knmf::io::CsrBlock<float>& out) {
+      csr->block(r0, r1, out, [&](std::int64_t p) { return v.at(p); });
     };
   } else {  // dense: the stored entries are the non-zero values, as a dense file's reader
     const bool by_rows = layout == "dense_rows";
@@ -426,62 +454,31 @@ class ArrayRowSource final : public knmf::RowSource {
 public:
   ArrayRowSource(std::int64_t n, std::int64_t g, const py::array& indptr,
                  const py::array& indices, const py::array& data, std::string name)
-      : n_(n), g_(g), name_(std::move(name)), p64_(index_width(indptr, "indptr")),
-        i64_(index_width(indices, "indices")), v64_(value_width(data)), pp_(indptr.data()),
-        ip_(indices.data()), vp_(data.data()) {
-    if (indptr.shape(0) != n + 1)
-      knmf::input_error(name_, ": indptr has ", indptr.shape(0), " entries, expected ", n + 1);
-    if (offset(0) != 0 || offset(n) > indices.shape(0) || offset(n) > data.shape(0))
-      knmf::input_error(name_, ": indptr runs from ", offset(0), " to ", offset(n),
-                        " but indices has ", indices.shape(0), " and data ", data.shape(0),
-                        " entries");
-  }
-  knmf::size_type rows() const override { return n_; }
-  knmf::size_type cols() const override { return g_; }
-  const std::string& name() const override { return name_; }
+      : csr_(n, g, indptr, indices, data.shape(0), std::move(name)), v64_(value_width(data)),
+        vp_(data.data()) {}
+  knmf::size_type rows() const override { return csr_.rows(); }
+  knmf::size_type cols() const override { return csr_.cols(); }
+  const std::string& name() const override { return csr_.name(); }
   std::vector<std::string> column_names() const override { return {}; }
   std::vector<std::string> row_names() const override { return {}; }
   void for_each_block(knmf::size_type max_nnz, const knmf::BlockVisitor& visit) const override {
     knmf::io::CsrBlock<double> b;
-    std::int64_t r0 = 0;
-    while (r0 < n_) {
-      std::int64_t r1 = r0 + 1;
-      while (r1 < n_ && offset(r1 + 1) - offset(r0) <= max_nnz) ++r1;
-      b.row_begin = r0;
-      b.row_end = r1;
-      b.ncols = g_;
-      b.row_offsets.assign(size_t(r1 - r0 + 1), 0);
-      b.cols.clear();
-      b.values.clear();
-      for (std::int64_t r = r0; r < r1; ++r) {
-        const std::int64_t p0 = offset(r), p1 = offset(r + 1);
-        if (p1 < p0) knmf::input_error(name_, ": the row offsets decrease at row ", r);
-        for (std::int64_t p = p0; p < p1; ++p) {
-          const std::int64_t c = i64_ ? static_cast<const std::int64_t*>(ip_)[p]
-                                      : std::int64_t(static_cast<const std::int32_t*>(ip_)[p]);
-          if (c < 0 || c >= g_)
-            knmf::input_error(name_, ": column index ", c, " of row ", r, " is outside [0, ", g_, ")");
-          b.cols.push_back(std::int32_t(c));
-          b.values.push_back(v64_ ? static_cast<const double*>(vp_)[p]
-                                  : double(static_cast<const float*>(vp_)[p]));
-        }
-        b.row_offsets[size_t(r - r0 + 1)] = std::int64_t(b.cols.size());
-      }
+    const std::int64_t n = csr_.rows();
+    for (std::int64_t r0 = 0, r1; r0 < n; r0 = r1) {
+      r1 = r0 + 1;  // rows of at most max_nnz entries (at least one row)
+      while (r1 < n && csr_.offset(r1 + 1) - csr_.offset(r0) <= max_nnz) ++r1;
+      csr_.block(r0, r1, b, [&](std::int64_t p) {
+        return v64_ ? static_cast<const double*>(vp_)[p] : double(static_cast<const float*>(vp_)[p]);
+      });
       visit(b);
-      r0 = r1;
     }
   }
   bool float32() const { return !v64_; }
 
 private:
-  std::int64_t offset(std::int64_t r) const {
-    return p64_ ? static_cast<const std::int64_t*>(pp_)[r]
-                : std::int64_t(static_cast<const std::int32_t*>(pp_)[r]);
-  }
-  std::int64_t n_, g_;
-  std::string name_;
-  bool p64_, i64_, v64_;
-  const void *pp_, *ip_, *vp_;
+  CsrArrays csr_;
+  bool v64_;
+  const void* vp_;
 };
 
 py::array_t<double> rows_array(knmf::consensus::HostRows&& h) {
