@@ -420,6 +420,9 @@ def test_import_use_exit_and_use_after_finalize():
 
 
 def test_progress_lines_without_tqdm(capsys):
+    knmf.factorize(np.ones((10, 8)) + np.eye(10, 8), 2, n_replicates=3, max_iter=5, progress=True)
+    err = capsys.readouterr().err
+    assert "3/3" in err or "100%" in err, err  # the plain line, or tqdm's bar when installed
     seen = []
     knmf.factorize(np.ones((10, 8)) + np.eye(10, 8), 2, n_replicates=3, max_iter=5,
                    progress=seen.append)
