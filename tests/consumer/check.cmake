@@ -24,7 +24,7 @@ if(NOT last_output MATCHES "consumer ok")
 endif()
 # the Python module, when built: importable from the prefix alone
 if(PYTHON AND PYTHON_SITE)
-  execute_process(COMMAND ${CMAKE_COMMAND} -E env PYTHONPATH=${prefix}/${PYTHON_SITE}
+  execute_process(COMMAND ${CMAKE_COMMAND} -E env PYTHONPATH=${prefix}/${PYTHON_SITE} ${PYTHON_ENV}
                           ${PYTHON} -c "import knmf, os; print(knmf.__version__, os.path.dirname(knmf.__file__))"
                   WORKING_DIRECTORY ${WORK_DIR} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
   if(NOT rc EQUAL 0 OR NOT out MATCHES "^${VERSION} ${prefix}/${PYTHON_SITE}/knmf")
