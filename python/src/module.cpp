@@ -262,6 +262,17 @@ py::dict factorize_dense(const py::array& a, const std::string& dtype,
 
 // --------------------------------------------------------------------- the CSR arrays read
 
+/// `out` made ready for rows [r0, r1) of a matrix of g columns: no entries yet.
+template <class T>
+void begin_block(knmf::io::CsrBlock<T>& out, std::int64_t r0, std::int64_t r1, std::int64_t g) {
+  out.row_begin = r0;
+  out.row_end = r1;
+  out.ncols = g;
+  out.row_offsets.assign(size_t(r1 - r0 + 1), 0);
+  out.cols.clear();
+  out.values.clear();
+}
+
 /// The caller's CSR arrays (int32 / int64 indptr and indices; values read by the user of the
 /// class), checked once, read row block by row block into the library's CsrBlock: how
 /// knmf.prepare's counts and knmf.consensus' X and TPM reach the library, as a file's
@@ -289,12 +300,7 @@ public:
   /// columns outside [0, g) are input errors.
   template <class T, class F>
   void block(std::int64_t r0, std::int64_t r1, knmf::io::CsrBlock<T>& out, F&& value) const {
-    out.row_begin = r0;
-    out.row_end = r1;
-    out.ncols = g_;
-    out.row_offsets.assign(size_t(r1 - r0 + 1), 0);
-    out.cols.clear();
-    out.values.clear();
+    begin_block(out, r0, r1, g_);
     for (std::int64_t r = r0; r < r1; ++r) {
       const std::int64_t p0 = offset(r), p1 = offset(r + 1);
       if (p1 < p0) knmf::input_error(name_, ": the row offsets decrease at row ", r);
@@ -378,12 +384,7 @@ knmf::prepare::CountSource count_source(const std::string& layout, std::int64_t 
   } else {  // dense: the stored entries are the non-zero values, as a dense file's reader
     const bool by_rows = layout == "dense_rows";
     src.read_rows = [=](std::int64_t r0, std::int64_t r1, knmf::io::CsrBlock<float>& out) {
-      out.row_begin = r0;
-      out.row_end = r1;
-      out.ncols = g;
-      out.row_offsets.assign(size_t(r1 - r0 + 1), 0);
-      out.cols.clear();
-      out.values.clear();
+      begin_block(out, r0, r1, g);
       for (std::int64_t r = r0; r < r1; ++r) {
         for (std::int64_t c = 0; c < g; ++c) {
           const float x = v.at(by_rows ? r * g + c : c * n + r);
