@@ -364,32 +364,24 @@ io::DataFrame k_selection_frame(const std::vector<KSelectionRow>& rows) {
 
 namespace {
 /// The bi-cross-validation of the rows' k on X with the run's solver options, when asked,
-/// resumable through a checkpoint file at `checkpoint` (none when empty): a run killed part
-/// way takes up the units it finished. The caller removes the file once its outputs are
-/// written (remove_checkpoint).
+/// resumable through `checkpoint` (a file; none when null): a run killed part way takes up the
+/// units it finished. The caller removes the checkpoint once its outputs are written.
 void add_cross_validation(const ExecSpace& space, std::vector<KSelectionRow>& rows,
                           const RowSource& X, const SolverOptions& solver, bool asked,
-                          const CrossValidationOptions& cv, const std::filesystem::path& checkpoint,
+                          const CrossValidationOptions& cv, CrossValidationCheckpoint* checkpoint,
                           std::ostream* log) {
   if (!asked) return;
   std::vector<int> ks;
   for (const auto& r : rows) ks.push_back(r.k);
-  std::optional<CrossValidationCheckpoint> store;
-  if (!checkpoint.empty()) store.emplace(checkpoint);
-  const auto table = cross_validate(space, X, ks, solver, cv, store ? &*store : nullptr);
-  if (store && store->resumed() > 0 && log)
-    *log << "k-selection: cross-validation took up " << store->resumed()
-         << " finished held-out block(s) x k from " << checkpoint.string() << "\n";
+  const auto table = cross_validate(space, X, ks, solver, cv, checkpoint);
+  if (checkpoint && checkpoint->resumed() > 0 && log)
+    *log << "k-selection: cross-validation took up " << checkpoint->resumed()
+         << " finished held-out block(s) x k from " << checkpoint->path().string() << "\n";
   for (size_t i = 0; i < rows.size(); ++i) {
     rows[i].cv_prediction_error = table[i].mean;
     rows[i].cv_prediction_error_sd = table[i].sd;
     rows[i].cv_errors = table[i].errors;
   }
-}
-
-void remove_checkpoint(const std::filesystem::path& checkpoint) {
-  std::error_code ec;
-  if (!checkpoint.empty()) std::filesystem::remove(checkpoint, ec);
 }
 }  // namespace
 
@@ -407,15 +399,15 @@ std::vector<KSelectionRow> run_cnmf_k_selection(const ExecSpace& space,
     stacks.push_back(std::move(m.values));
   }
   auto rows = k_selection(space, stacks, ks, *in.X, in.solver, req.options);
-  const std::filesystem::path checkpoint =
-      req.cross_validate ? std::filesystem::path(paths.tmp_dir()) /
-                               (req.name + ".k_selection.cross_validation.checkpoint")
-                         : std::filesystem::path();
+  std::optional<CrossValidationCheckpoint> checkpoint;
+  if (req.cross_validate)
+    checkpoint.emplace(std::filesystem::path(paths.tmp_dir()) /
+                       (req.name + ".k_selection.cross_validation.checkpoint"));
   add_cross_validation(space, rows, *in.X, in.solver, req.cross_validate, req.cross_validation,
-                       checkpoint, &log);
+                       checkpoint ? &*checkpoint : nullptr, &log);
   ensure_dirs(paths);
   io::write_df_npz(paths.k_selection_stats(), k_selection_frame(rows));
-  remove_checkpoint(checkpoint);
+  if (checkpoint) checkpoint->remove();
   return rows;
 }
 
@@ -638,16 +630,16 @@ std::vector<KSelectionRow> run_native_k_selection(const ExecSpace& space, const 
   for (auto& m : in.merged) stacks.push_back(std::move(m.values));
   auto rows = k_selection(space, stacks, in.ks, *in.X, in.solver, req.options);
   // the checkpoint beside the results file, or in the cNMF folder when the file stays read-only
-  std::filesystem::path checkpoint;
+  std::optional<CrossValidationCheckpoint> checkpoint;
   if (req.cross_validate && req.update_results) {
-    checkpoint = req.results + ".cross_validation.checkpoint";
+    checkpoint.emplace(req.results + ".cross_validation.checkpoint");
   } else if (req.cross_validate && !req.output_dir.empty()) {
     const io::CnmfPaths paths(req.output_dir, req.name);
     ensure_dirs(paths);
-    checkpoint = paths.k_selection_stats() + ".cross_validation.checkpoint";
+    checkpoint.emplace(paths.k_selection_stats() + ".cross_validation.checkpoint");
   }
   add_cross_validation(space, rows, *in.X, in.solver, req.cross_validate, req.cross_validation,
-                       checkpoint, nullptr);
+                       checkpoint ? &*checkpoint : nullptr, nullptr);
   if (req.update_results) {
     results::ResultsAdditions add;
     results::KSelectionTable t;
@@ -675,7 +667,7 @@ std::vector<KSelectionRow> run_native_k_selection(const ExecSpace& space, const 
     ensure_dirs(paths);
     io::write_df_npz(paths.k_selection_stats(), k_selection_frame(rows));
   }
-  remove_checkpoint(checkpoint);
+  if (checkpoint) checkpoint->remove();
   return rows;
 }
 

@@ -290,8 +290,8 @@ void check_gather_rows() {
     for (auto& v : in) v = T(rng() % 100) / T(8);
     for (bool acc : {false, true}) {
       auto o = out;
-      detail::host_gather(map.data(), 0, ent.data(), val.data(), 0, m, in.data(), rows, o.data(), rows,
-                          rows, acc);
+      detail::host_gather_ranges(map.data(), map.data() + 1, 0, ent.data(), val.data(), 0, m,
+                                 in.data(), rows, o.data(), rows, rows, acc);
       for (size_type a = 0; a < m; ++a)
         for (size_type r = 0; r < rows; ++r) {
           long double e = acc ? 0.5L : 0.0L;

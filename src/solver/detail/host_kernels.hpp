@@ -30,16 +30,6 @@ void host_gather_ranges(const std::int64_t* row_begin, const std::int64_t* row_e
                         std::int64_t a0, std::int64_t a1, const float* in, std::int64_t ld_in,
                         float* out, std::int64_t ld_out, std::int64_t rows, bool accumulate);
 
-/// The same over whole rows of a CSR graph (row_map[a] to row_map[a + 1]).
-template <class T>
-inline void host_gather(const std::int64_t* row_map, std::int64_t base, const std::int32_t* entries,
-                        const T* values, std::int64_t a0, std::int64_t a1, const T* in,
-                        std::int64_t ld_in, T* out, std::int64_t ld_out, std::int64_t rows,
-                        bool accumulate) {
-  host_gather_ranges(row_map, row_map + 1, base, entries, values, a0, a1, in, ld_in, out, ld_out,
-                     rows, accumulate);
-}
-
 /// One coordinate-descent sweep (scikit-learn's _update_cdnmf_fast, permutation 0..k-1) over
 /// columns [j0, j1) of one slot: F and Num hold the slot's k values of column i at
 /// F + i * ld + row0; Gl is the slot's k x k Gram with l2 already on its diagonal (row-major).
