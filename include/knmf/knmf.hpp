@@ -42,6 +42,7 @@
 #include "knmf/matrix/csr_matrix.hpp"
 #include "knmf/matrix/dense_matrix.hpp"
 #include "knmf/matrix/gather_segments.hpp"
+#include "knmf/matrix/host_x.hpp"
 #include "knmf/matrix/load.hpp"
 #include "knmf/matrix/row_source.hpp"
 #include "knmf/matrix/stats.hpp"

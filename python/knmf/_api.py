@@ -344,7 +344,7 @@ class Consensus:
         return f"<knmf.Consensus: k = {k} over {g} genes, {self.usages.shape[0]} cells>"
 
 
-def _csr_parts(X, what):
+def _csr_parts(X):
     sp = _scipy_sparse()
     np = _numpy()
     if not sp.issparse(X):
@@ -385,12 +385,12 @@ def consensus(data, spectra, *, tpm=None, hvg_columns=None, gene_std=None,
             gene_std = np.sqrt(data.stats["var"]) if gene_std is None else gene_std
     else:
         X = data
-    parts = _csr_parts(X, "X")
+    parts = _csr_parts(X)
     if parts[1] != g:
         raise ValueError(f"spectra have {g} genes, X has {parts[1]}")
     tpm_parts = None
     if tpm is not None:
-        tpm_parts = _csr_parts(tpm, "tpm")
+        tpm_parts = _csr_parts(tpm)
         if hvg_columns is None:
             raise ValueError("tpm= needs hvg_columns= (the TPM column of each of X's genes)")
     run = dict(solver=solver, beta_loss=beta_loss, init=init, tol=tol, max_iter=max_iter,
@@ -451,7 +451,7 @@ def k_selection(data, spectra, *, cross_validate=False, cv_folds=(2, 2), cv_repl
     run = dict(solver=solver, beta_loss=beta_loss, init=init, tol=tol, max_iter=max_iter,
                alpha_W=alpha_W, alpha_H=alpha_H, l1_ratio=l1_ratio)
     p, q = cv_folds
-    d = _knmf._k_selection(*_csr_parts(X, "X"), stacks, ks,
+    d = _knmf._k_selection(*_csr_parts(X), stacks, ks,
                            [(n, _option_text(v)) for n, v in run.items()],
                            float(density_threshold), float(local_neighborhood_size),
                            bool(cross_validate), int(p), int(q), int(cv_replicates), int(cv_seed),

@@ -26,6 +26,7 @@
 #include "knmf/consensus/consensus.hpp"
 #include "knmf/consensus/cross_validation.hpp"
 #include "knmf/core/runtime.hpp"
+#include "knmf/matrix/host_x.hpp"
 #include "knmf/prepare/cnmf_prepare.hpp"
 #include "knmf/prepare/prepare.hpp"
 #include "knmf/random/random_state.hpp"
@@ -177,19 +178,66 @@ py::dict run(const knmf::HostX& X, const std::vector<std::tuple<int, int, std::i
 }
 
 /// An int32 / int64 index array (true: int64), 1-D and C-contiguous, as the package passes them.
-bool index_width(const py::array& a, const char* what) {
+bool index_width(const py::array& a, const std::string& name, const char* what) {
   if (a.ndim() != 1 || !(a.flags() & py::array::c_style))
-    throw std::invalid_argument(std::string("X: ") + what + " must be a contiguous 1-D array");
+    throw std::invalid_argument(name + ": " + what + " must be a contiguous 1-D array");
   if (a.dtype().is(py::dtype::of<std::int64_t>())) return true;
   if (a.dtype().is(py::dtype::of<std::int32_t>())) return false;
-  knmf::input_error("X: ", what, " has type ", std::string(py::str(a.dtype())), ", expected int32 or int64");
+  knmf::input_error(name, ": ", what, " has type ", std::string(py::str(a.dtype())),
+                    ", expected int32 or int64");
 }
 
-/// float32 / float64 values (true: float64).
-bool value_width(const py::array& a) {
-  if (a.dtype().is(py::dtype::of<double>())) return true;
-  if (a.dtype().is(py::dtype::of<float>())) return false;
-  knmf::input_error("X has values of type ", std::string(py::str(a.dtype())), ", expected float32 or float64");
+/// The values' type: float32, float64, int32 or int64.
+knmf::HostX::Values value_type(const py::array& a, const std::string& name) {
+  using V = knmf::HostX::Values;
+  if (a.dtype().is(py::dtype::of<double>())) return V::float64;
+  if (a.dtype().is(py::dtype::of<float>())) return V::float32;
+  if (a.dtype().is(py::dtype::of<std::int64_t>())) return V::int64;
+  if (a.dtype().is(py::dtype::of<std::int32_t>())) return V::int32;
+  knmf::input_error(name, " has values of type ", std::string(py::str(a.dtype())),
+                    ", expected float32, float64, int32 or int64");
+}
+
+/// The caller's CSR arrays as a HostX (read where they are, knmf/matrix/host_x.hpp), checked:
+/// 1-D contiguous arrays, n + 1 offsets from 0, as many indices and values as they end at.
+knmf::HostX csr_x(std::int64_t n, std::int64_t g, const py::array& indptr,
+                  const py::array& indices, const py::array& data, const std::string& name) {
+  knmf::HostX X;
+  X.layout = knmf::HostX::Layout::csr;
+  X.n = n;
+  X.g = g;
+  X.offsets_64 = index_width(indptr, name, "indptr");
+  X.indices_64 = index_width(indices, name, "indices");
+  X.values_type = value_type(data, name);
+  if (data.ndim() != 1 || !(data.flags() & py::array::c_style))
+    throw std::invalid_argument(name + ": data must be a contiguous 1-D array");
+  if (indptr.shape(0) != n + 1)
+    knmf::input_error(name, ": indptr has ", indptr.shape(0), " entries, expected ", n + 1);
+  X.offsets = indptr.data();
+  X.indices = indices.data();
+  X.values = data.data();
+  const std::int64_t first = X.offset(0), nnz = X.offset(n);
+  if (first != 0 || nnz < 0 || indices.shape(0) < nnz || data.shape(0) < nnz)
+    knmf::input_error(name, ": indptr runs from ", first, " to ", nnz, " but indices has ",
+                      indices.shape(0), " and data ", data.shape(0), " entries");
+  return X;
+}
+
+/// A C- or Fortran-ordered 2-D array as a HostX, read where it is.
+knmf::HostX dense_x(const py::array& a, const std::string& name) {
+  if (a.ndim() != 2) knmf::input_error(name, " has ", a.ndim(), " dimension(s), expected 2");
+  knmf::HostX X;
+  if (a.flags() & py::array::c_style)
+    X.layout = knmf::HostX::Layout::dense_rows;
+  else if (a.flags() & py::array::f_style)
+    X.layout = knmf::HostX::Layout::dense_columns;
+  else
+    throw std::invalid_argument(name + " must be C- or Fortran-contiguous");
+  X.n = a.shape(0);
+  X.g = a.shape(1);
+  X.values_type = value_type(a, name);
+  X.values = a.data();
+  return X;
 }
 
 py::dict factorize_x(const knmf::HostX& X, const std::string& dtype,
@@ -213,29 +261,8 @@ py::dict factorize_csr(std::int64_t n, std::int64_t g, const py::array& indptr,
                        const std::vector<std::pair<std::string, std::string>>& options,
                        int batch, const std::string& format, bool save_usages,
                        const py::object& progress, double progress_seconds) {
-  knmf::HostX X;
-  X.layout = knmf::HostX::Layout::csr;
-  X.n = n;
-  X.g = g;
-  X.offsets_64 = index_width(indptr, "indptr");
-  X.indices_64 = index_width(indices, "indices");
-  X.values_64 = value_width(data);
-  if (data.ndim() != 1 || !(data.flags() & py::array::c_style))
-    throw std::invalid_argument("X: data must be a contiguous 1-D array");
-  if (indptr.shape(0) != n + 1)
-    knmf::input_error("X: indptr has ", indptr.shape(0), " entries, expected ", n + 1);
-  X.offsets = indptr.data();
-  X.indices = indices.data();
-  X.values = data.data();
-  const std::int64_t first = X.offsets_64 ? static_cast<const std::int64_t*>(X.offsets)[0]
-                                          : static_cast<const std::int32_t*>(X.offsets)[0];
-  const std::int64_t nnz = X.offsets_64 ? static_cast<const std::int64_t*>(X.offsets)[n]
-                                        : static_cast<const std::int32_t*>(X.offsets)[n];
-  if (first != 0 || nnz < 0 || indices.shape(0) < nnz || data.shape(0) < nnz)
-    knmf::input_error("X: indptr runs from ", first, " to ", nnz, " but indices has ",
-                      indices.shape(0), " and data ", data.shape(0), " entries");
-  return factorize_x(X, dtype, jobs, options, batch, format, save_usages, progress,
-                     progress_seconds);
+  return factorize_x(csr_x(n, g, indptr, indices, data, "X"), dtype, jobs, options, batch,
+                     format, save_usages, progress, progress_seconds);
 }
 
 /// A dense X, C- or Fortran-ordered, read where it is.
@@ -244,84 +271,9 @@ py::dict factorize_dense(const py::array& a, const std::string& dtype,
                          const std::vector<std::pair<std::string, std::string>>& options,
                          int batch, const std::string& format, bool save_usages,
                          const py::object& progress, double progress_seconds) {
-  if (a.ndim() != 2) knmf::input_error("X has ", a.ndim(), " dimension(s), expected 2");
-  knmf::HostX X;
-  if (a.flags() & py::array::c_style)
-    X.layout = knmf::HostX::Layout::dense_rows;
-  else if (a.flags() & py::array::f_style)
-    X.layout = knmf::HostX::Layout::dense_columns;
-  else
-    throw std::invalid_argument("X must be C- or Fortran-contiguous");
-  X.n = a.shape(0);
-  X.g = a.shape(1);
-  X.values_64 = value_width(a);
-  X.values = a.data();
-  return factorize_x(X, dtype, jobs, options, batch, format, save_usages, progress,
-                     progress_seconds);
+  return factorize_x(dense_x(a, "X"), dtype, jobs, options, batch, format, save_usages,
+                     progress, progress_seconds);
 }
-
-// --------------------------------------------------------------------- the CSR arrays read
-
-/// `out` made ready for rows [r0, r1) of a matrix of g columns: no entries yet.
-template <class T>
-void begin_block(knmf::io::CsrBlock<T>& out, std::int64_t r0, std::int64_t r1, std::int64_t g) {
-  out.row_begin = r0;
-  out.row_end = r1;
-  out.ncols = g;
-  out.row_offsets.assign(size_t(r1 - r0 + 1), 0);
-  out.cols.clear();
-  out.values.clear();
-}
-
-/// The caller's CSR arrays (int32 / int64 indptr and indices; values read by the user of the
-/// class), checked once, read row block by row block into the library's CsrBlock: how
-/// knmf.prepare's counts and knmf.consensus' X and TPM reach the library, as a file's
-/// reader gives them.
-class CsrArrays {
-public:
-  CsrArrays(std::int64_t n, std::int64_t g, const py::array& indptr, const py::array& indices,
-            std::int64_t values, std::string name)
-      : n_(n), g_(g), name_(std::move(name)), p64_(index_width(indptr, "indptr")),
-        i64_(index_width(indices, "indices")), pp_(indptr.data()), ip_(indices.data()) {
-    if (indptr.shape(0) != n + 1)
-      knmf::input_error(name_, ": indptr has ", indptr.shape(0), " entries, expected ", n + 1);
-    if (offset(0) != 0 || offset(n) > indices.shape(0) || offset(n) > values)
-      knmf::input_error(name_, ": indptr runs from ", offset(0), " to ", offset(n),
-                        " but indices has ", indices.shape(0), " and data ", values, " entries");
-  }
-  std::int64_t rows() const { return n_; }
-  std::int64_t cols() const { return g_; }
-  const std::string& name() const { return name_; }
-  std::int64_t offset(std::int64_t r) const {
-    return p64_ ? static_cast<const std::int64_t*>(pp_)[r]
-                : std::int64_t(static_cast<const std::int32_t*>(pp_)[r]);
-  }
-  /// Rows [r0, r1) into `out`, entry p's value as value(p); offsets that decrease and
-  /// columns outside [0, g) are input errors.
-  template <class T, class F>
-  void block(std::int64_t r0, std::int64_t r1, knmf::io::CsrBlock<T>& out, F&& value) const {
-    begin_block(out, r0, r1, g_);
-    for (std::int64_t r = r0; r < r1; ++r) {
-      const std::int64_t p0 = offset(r), p1 = offset(r + 1);
-      if (p1 < p0) knmf::input_error(name_, ": the row offsets decrease at row ", r);
-      for (std::int64_t p = p0; p < p1; ++p) {
-        const std::int64_t c = i64_ ? static_cast<const std::int64_t*>(ip_)[p]
-                                    : std::int64_t(static_cast<const std::int32_t*>(ip_)[p]);
-        if (c < 0 || c >= g_)
-          knmf::input_error(name_, ": column index ", c, " of row ", r, " is outside [0, ", g_, ")");
-        out.cols.push_back(std::int32_t(c));
-        out.values.push_back(value(p));
-      }
-      out.row_offsets[size_t(r - r0 + 1)] = std::int64_t(out.cols.size());
-    }
-  }
-
-private:
-  std::int64_t n_, g_;
-  std::string name_;
-  bool p64_, i64_;
-  const void *pp_, *ip_;
-};
 
 // ------------------------------------------------------------------------------ prepare
 
@@ -331,33 +283,6 @@ py::array_t<T> owned(std::vector<T>&& v) {
   auto* heap = new std::vector<T>(std::move(v));
   py::capsule owner(heap, [](void* p) { delete static_cast<std::vector<T>*>(p); });
   return py::array_t<T>(py::ssize_t(heap->size()), heap->data(), owner);
-}
-
-/// The counts' values as float32, whatever numpy type they have (the driver's readers give
-/// the library float32 counts the same way).
-struct CountValues {
-  const void* data = nullptr;
-  char kind = 'd';  ///< d float64, f float32, l int64, i int32
-  float at(std::int64_t p) const {
-    switch (kind) {
-      case 'd': return float(static_cast<const double*>(data)[p]);
-      case 'f': return static_cast<const float*>(data)[p];
-      case 'l': return float(static_cast<const std::int64_t*>(data)[p]);
-      default: return float(static_cast<const std::int32_t*>(data)[p]);
-    }
-  }
-};
-
-CountValues count_values(const py::array& a) {
-  CountValues v{a.data(), 'd'};
-  if (a.dtype().is(py::dtype::of<double>())) v.kind = 'd';
-  else if (a.dtype().is(py::dtype::of<float>())) v.kind = 'f';
-  else if (a.dtype().is(py::dtype::of<std::int64_t>())) v.kind = 'l';
-  else if (a.dtype().is(py::dtype::of<std::int32_t>())) v.kind = 'i';
-  else
-    knmf::input_error("counts have values of type ", std::string(py::str(a.dtype())),
-                      ", expected float32, float64, int32 or int64");
-  return v;
 }
 
 /// A CountSource reading the caller's arrays block by block (CSR with int32 / int64 indices,
@@ -375,22 +300,36 @@ knmf::prepare::CountSource count_source(const std::string& layout, std::int64_t 
   src.var_names = std::move(var_names);
   src.name = name;
   src.block_rows = 16384;
-  const CountValues v = count_values(values);
   if (layout == "csr") {
-    const auto csr = std::make_shared<const CsrArrays>(n, g, indptr, indices, values.shape(0), name);
-    src.read_rows = [csr, v](std::int64_t r0, std::int64_t r1, knmf::io::CsrBlock<float>& out) {
-      csr->block(r0, r1, out, [&](std::int64_t p) { return v.at(p); });
+    const knmf::HostX x = csr_x(n, g, indptr, indices, values, name);
+    src.read_rows = [x, name](std::int64_t r0, std::int64_t r1, knmf::io::CsrBlock<float>& out) {
+      knmf::host_x_rows(x, r0, r1, out, name);
     };
-  } else {  // dense: the stored entries are the non-zero values, as a dense file's reader
-    const bool by_rows = layout == "dense_rows";
-    src.read_rows = [=](std::int64_t r0, std::int64_t r1, knmf::io::CsrBlock<float>& out) {
-      begin_block(out, r0, r1, g);
+  } else {  // dense (values: the n x g array, flat): the stored entries are the non-zero
+            // values, as a dense file's reader gives them
+    knmf::HostX x;
+    x.layout = layout == "dense_rows" ? knmf::HostX::Layout::dense_rows
+                                      : knmf::HostX::Layout::dense_columns;
+    x.n = n;
+    x.g = g;
+    x.values_type = value_type(values, name);
+    x.values = values.data();
+    if (values.size() != n * g)
+      knmf::input_error(name, ": ", values.size(), " values for ", n, " x ", g);
+    const bool by_rows = x.layout == knmf::HostX::Layout::dense_rows;
+    src.read_rows = [x, by_rows](std::int64_t r0, std::int64_t r1, knmf::io::CsrBlock<float>& out) {
+      out.row_begin = r0;
+      out.row_end = r1;
+      out.ncols = x.g;
+      out.row_offsets.assign(size_t(r1 - r0 + 1), 0);
+      out.cols.clear();
+      out.values.clear();
       for (std::int64_t r = r0; r < r1; ++r) {
-        for (std::int64_t c = 0; c < g; ++c) {
-          const float x = v.at(by_rows ? r * g + c : c * n + r);
-          if (x != 0.0f || std::isnan(x)) {
+        for (std::int64_t c = 0; c < x.g; ++c) {
+          const float v = x.value<float>(by_rows ? r * x.g + c : c * x.n + r);
+          if (v != 0.0f || std::isnan(v)) {
             out.cols.push_back(std::int32_t(c));
-            out.values.push_back(x);
+            out.values.push_back(v);
           }
         }
         out.row_offsets[size_t(r - r0 + 1)] = std::int64_t(out.cols.size());
@@ -449,39 +388,6 @@ py::dict prepare(const std::string& layout, std::int64_t n, std::int64_t g,
 
 // ---------------------------------------------------------------------------- consensus
 
-/// A RowSource over the caller's CSR arrays (int32 / int64 indices, float32 / float64
-/// values), read block by block as the driver's H5adRowSource reads a file.
-class ArrayRowSource final : public knmf::RowSource {
-public:
-  ArrayRowSource(std::int64_t n, std::int64_t g, const py::array& indptr,
-                 const py::array& indices, const py::array& data, std::string name)
-      : csr_(n, g, indptr, indices, data.shape(0), std::move(name)), v64_(value_width(data)),
-        vp_(data.data()) {}
-  knmf::size_type rows() const override { return csr_.rows(); }
-  knmf::size_type cols() const override { return csr_.cols(); }
-  const std::string& name() const override { return csr_.name(); }
-  std::vector<std::string> column_names() const override { return {}; }
-  std::vector<std::string> row_names() const override { return {}; }
-  void for_each_block(knmf::size_type max_nnz, const knmf::BlockVisitor& visit) const override {
-    knmf::io::CsrBlock<double> b;
-    const std::int64_t n = csr_.rows();
-    for (std::int64_t r0 = 0, r1; r0 < n; r0 = r1) {
-      r1 = r0 + 1;  // rows of at most max_nnz entries (at least one row)
-      while (r1 < n && csr_.offset(r1 + 1) - csr_.offset(r0) <= max_nnz) ++r1;
-      csr_.block(r0, r1, b, [&](std::int64_t p) {
-        return v64_ ? static_cast<const double*>(vp_)[p] : double(static_cast<const float*>(vp_)[p]);
-      });
-      visit(b);
-    }
-  }
-  bool float32() const { return !v64_; }
-
-private:
-  CsrArrays csr_;
-  bool v64_;
-  const void* vp_;
-};
-
 py::array_t<double> rows_array(knmf::consensus::HostRows&& h) {
   auto a = owned(std::move(h.values));
   return a.reshape({py::ssize_t(h.rows), py::ssize_t(h.cols)});
@@ -495,7 +401,7 @@ py::dict consensus(std::int64_t n, std::int64_t g, const py::array& indptr,
                    const std::vector<std::pair<std::string, std::string>>& run_options,
                    double density_threshold, double local_neighborhood_size) {
   ensure_initialized();
-  const ArrayRowSource X(n, g, indptr, indices, data, "X");
+  const knmf::HostXRowSource X(csr_x(n, g, indptr, indices, data, "X"), "X");
   if (spectra.ndim() != 2 || spectra.shape(1) != g || spectra.shape(0) % k != 0)
     knmf::input_error("knmf.consensus: spectra has shape (", spectra.shape(0), ", ",
                       spectra.ndim() > 1 ? spectra.shape(1) : 0, "), expected (R * ", k, ", ", g, ")");
@@ -506,13 +412,15 @@ py::dict consensus(std::int64_t n, std::int64_t g, const py::array& indptr,
   o.local_neighborhood_size = local_neighborhood_size;
   o.validate();
   const knmf::SolverOptions run = solver_options(run_options, "knmf.consensus");
-  std::unique_ptr<ArrayRowSource> tsrc;
+  std::unique_ptr<knmf::HostXRowSource> tsrc;
   knmf::consensus::TpmInput tin;
   if (!tpm.is_none()) {
     const auto t = tpm.cast<py::tuple>();  // (n, genes, indptr, indices, data)
-    tsrc = std::make_unique<ArrayRowSource>(t[0].cast<std::int64_t>(), t[1].cast<std::int64_t>(),
-                                            t[2].cast<py::array>(), t[3].cast<py::array>(),
-                                            t[4].cast<py::array>(), "tpm");
+    const knmf::HostX tx = csr_x(t[0].cast<std::int64_t>(), t[1].cast<std::int64_t>(),
+                                 t[2].cast<py::array>(), t[3].cast<py::array>(),
+                                 t[4].cast<py::array>(), "tpm");
+    tin.float32 = tx.values_type == knmf::HostX::Values::float32;
+    tsrc = std::make_unique<knmf::HostXRowSource>(tx, "tpm");
     if (tsrc->rows() != n)
       knmf::input_error("knmf.consensus: tpm has ", tsrc->rows(), " cells, X has ", n);
     if (std::int64_t(hvg_columns.size()) != g)
@@ -525,7 +433,6 @@ py::dict consensus(std::int64_t n, std::int64_t g, const py::array& indptr,
     tin.tpm = tsrc.get();
     tin.hvg_columns = hvg_columns;
     tin.gene_std = gene_std;
-    tin.float32 = tsrc->float32();
   }
   knmf::consensus::ConsensusResult r;
   {
@@ -571,7 +478,7 @@ py::dict k_selection(std::int64_t n, std::int64_t g, const py::array& indptr,
                      bool cross_validate, int cell_folds, int gene_folds, int cv_replicates,
                      std::int64_t cv_seed, bool one_std_error) {
   ensure_initialized();
-  const ArrayRowSource X(n, g, indptr, indices, data, "X");
+  const knmf::HostXRowSource X(csr_x(n, g, indptr, indices, data, "X"), "X");
   if (stacks.size() != ks.size()) throw knmf::LogicError("knmf.k_selection: stacks and ks differ");
   std::vector<knmf::consensus::HostRows> merged;
   for (size_t i = 0; i < ks.size(); ++i) {

@@ -54,80 +54,24 @@ private:
   std::int64_t done_ = 0;
 };
 
-/// Element access to X's arrays, whatever their widths.
-struct XArrays {
-  const HostX& X;
-  std::int64_t offset(std::int64_t r) const {
-    return X.offsets_64 ? static_cast<const std::int64_t*>(X.offsets)[r]
-                        : std::int64_t(static_cast<const std::int32_t*>(X.offsets)[r]);
-  }
-  std::int64_t index(std::int64_t p) const {
-    return X.indices_64 ? static_cast<const std::int64_t*>(X.indices)[p]
-                        : std::int64_t(static_cast<const std::int32_t*>(X.indices)[p]);
-  }
-  template <class T>
-  T value(std::int64_t p) const {  // T(value): a float64 X in float32 rounds as the driver's read
-    return X.values_64 ? T(static_cast<const double*>(X.values)[p])
-                       : T(static_cast<const float*>(X.values)[p]);
-  }
-};
-
 constexpr std::int64_t block_values = std::int64_t(1) << 20;  // values per converted block
-
-/// The rows [r0, r1) of a CSR X as the library takes them (local int64 offsets from 0, int32
-/// columns, T values), checked on the way: offsets that do not increase and columns outside
-/// [0, g) are input errors (the library checks the rest when it finalizes).
-template <class T>
-void csr_block(const XArrays& a, std::int64_t r0, std::int64_t r1, std::vector<size_type>& offs,
-               std::vector<ordinal_type>& cols, std::vector<T>& vals, const std::string& source) {
-  const std::int64_t base = a.offset(r0);
-  offs.assign(size_t(r1 - r0 + 1), 0);
-  cols.clear();
-  vals.clear();
-  for (std::int64_t r = r0; r < r1; ++r) {
-    const std::int64_t p0 = a.offset(r), p1 = a.offset(r + 1);
-    if (p1 < p0)
-      input_error(source, ": the row offsets decrease at row ", r, " (", p0, " then ", p1, ")");
-    for (std::int64_t p = p0; p < p1; ++p) {
-      const std::int64_t c = a.index(p);
-      if (c < 0 || c >= a.X.g)
-        input_error(source, ": column index ", c, " of row ", r, " is outside [0, ", a.X.g, ")");
-      cols.push_back(ordinal_type(c));
-      vals.push_back(a.value<T>(p));
-    }
-    offs[size_t(r - r0 + 1)] = p1 - base;
-  }
-}
-
-/// Rows of about block_values stored entries (at least one row).
-template <class F>
-void for_row_blocks(const XArrays& a, F&& f) {
-  std::int64_t r0 = 0;
-  while (r0 < a.X.n) {
-    std::int64_t r1 = r0 + 1;
-    while (r1 < a.X.n && a.offset(r1 + 1) - a.offset(r0) <= block_values) ++r1;
-    f(r0, r1);
-    r0 = r1;
-  }
-}
 
 template <class T>
 CsrMatrix<T> csr_from(const ExecSpace& space, const HostX& X, const std::string& source) {
-  const XArrays a{X};
   // already the library's layout: copied as it is
-  if (X.offsets_64 && !X.indices_64 && X.values_64 == (sizeof(T) == 8))
+  if (X.offsets_64 && !X.indices_64 && X.values_are<T>())
     return CsrMatrix<T>::from_host(space, size_type(X.n), size_type(X.g),
                                    static_cast<const size_type*>(X.offsets),
                                    static_cast<const ordinal_type*>(X.indices),
                                    static_cast<const T*>(X.values), source);
-  CsrMatrix<T> M(space, size_type(X.n), size_type(X.g), size_type(a.offset(X.n)));
-  std::vector<size_type> offs;
-  std::vector<ordinal_type> cols;
-  std::vector<T> vals;
-  for_row_blocks(a, [&](std::int64_t r0, std::int64_t r1) {
-    csr_block(a, r0, r1, offs, cols, vals, source);
-    M.set_rows(size_type(r0), size_type(r1), offs.data(), cols.data(), vals.data());
-  });
+  CsrMatrix<T> M(space, size_type(X.n), size_type(X.g), size_type(X.stored()));
+  io::CsrBlock<T> b;
+  for (std::int64_t r0 = 0; r0 < X.n;) {
+    const std::int64_t r1 = host_x_block_end(X, r0, block_values);
+    host_x_rows(X, r0, r1, b, source);
+    M.set_rows(size_type(r0), size_type(r1), b.row_offsets.data(), b.cols.data(), b.values.data());
+    r0 = r1;
+  }
   M.finalize(source);
   return M;
 }
@@ -136,29 +80,26 @@ CsrMatrix<T> csr_from(const ExecSpace& space, const HostX& X, const std::string&
 /// column-major, a CSR X the plan makes dense) converted in blocks of rows.
 template <class T>
 DenseMatrix<T> dense_from(const ExecSpace& space, const HostX& X, const std::string& source) {
-  const XArrays a{X};
-  if (X.layout == HostX::Layout::dense_rows && X.values_64 == (sizeof(T) == 8))
+  if (X.layout == HostX::Layout::dense_rows && X.values_are<T>())
     return DenseMatrix<T>::from_host(space, size_type(X.n), size_type(X.g),
                                      static_cast<const T*>(X.values), source);
   DenseMatrix<T> D(space, size_type(X.n), size_type(X.g));
   const std::int64_t block = std::max<std::int64_t>(1, block_values / X.g);
   std::vector<T> rows;
-  std::vector<size_type> offs;
-  std::vector<ordinal_type> cols;
-  std::vector<T> vals;
+  io::CsrBlock<T> b;
   for (std::int64_t r0 = 0; r0 < X.n; r0 += block) {
     const std::int64_t r1 = std::min(X.n, r0 + block);
     rows.assign(size_t((r1 - r0) * X.g), T(0));
-    if (X.layout == HostX::Layout::csr) {
-      csr_block(a, r0, r1, offs, cols, vals, source);
-      for (std::int64_t r = r0; r < r1; ++r)
-        for (size_type p = offs[size_t(r - r0)]; p < offs[size_t(r - r0 + 1)]; ++p)
-          rows[size_t((r - r0) * X.g + cols[size_t(p)])] += vals[size_t(p)];
+    if (X.sparse()) {
+      host_x_rows(X, r0, r1, b, source);
+      for (std::int64_t r = 0; r < r1 - r0; ++r)
+        for (std::int64_t p = b.row_offsets[size_t(r)]; p < b.row_offsets[size_t(r + 1)]; ++p)
+          rows[size_t(r * X.g + b.cols[size_t(p)])] += b.values[size_t(p)];
     } else {
       const bool by_rows = X.layout == HostX::Layout::dense_rows;
       for (std::int64_t r = r0; r < r1; ++r)
         for (std::int64_t c = 0; c < X.g; ++c)
-          rows[size_t((r - r0) * X.g + c)] = a.value<T>(by_rows ? r * X.g + c : c * X.n + r);
+          rows[size_t((r - r0) * X.g + c)] = X.value<T>(by_rows ? r * X.g + c : c * X.n + r);
     }
     D.set_rows(size_type(r0), size_type(r1), rows.data());
   }
@@ -182,11 +123,11 @@ template <class T>
 InMemoryResult factorize_in_memory(const HostX& X, const std::vector<Job>& jobs,
                                    const InMemoryOptions& options, const std::string& source) {
   using namespace detail;
-  const bool sparse_in = X.layout == HostX::Layout::csr;
+  const bool sparse_in = X.sparse();
   if (X.n <= 0 || X.g <= 0)
     input_error(source, " is empty (", X.n, " cells x ", X.g, " genes)");
-  if (sparse_in && XArrays{X}.offset(0) != 0)
-    input_error(source, ": the row offsets start at ", XArrays{X}.offset(0), ", not 0");
+  if (sparse_in && X.offset(0) != 0)
+    input_error(source, ": the row offsets start at ", X.offset(0), ", not 0");
   FactorizeConfig c;
   c.batch = options.batch;
   c.format = options.format;
@@ -206,7 +147,7 @@ InMemoryResult factorize_in_memory(const HostX& X, const std::vector<Job>& jobs,
     if (j.k > most) input_error("k = ", j.k, " exceeds min(cells, genes) = ", most, " of ", source);
   }
   const int s = int(sizeof(T));
-  const std::int64_t nnz = sparse_in ? XArrays{X}.offset(X.n) : X.n * X.g;
+  const std::int64_t nnz = X.stored();
   const std::int64_t dense_bytes = X.n * X.g * s;
   const std::int64_t sparse_bytes = CsrMatrix<T>::bytes_for(X.n, X.g, nnz, s);
   const std::int64_t budget = run_budget(c);

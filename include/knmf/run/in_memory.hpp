@@ -13,28 +13,12 @@
 
 #include "knmf/core/job.hpp"
 #include "knmf/core/options.hpp"
+#include "knmf/matrix/host_x.hpp"
 #include "knmf/run/factorize.hpp"
 #include "knmf/solver/options.hpp"
 #include "knmf/solver/result.hpp"
 
 namespace knmf {
-
-/// X in host memory, read where it is: CSR (row offsets: n + 1 entries from 0, column indices,
-/// values) or dense (n x g, row- or column-major). The index arrays may be int32 or int64 and
-/// the values float32 or float64, each on its own: the run converts them row block by row block
-/// (blocks of about 1 M values) while it copies X into the library's own arrays (the one copy
-/// the driver makes of a file), so no converted copy of the whole X is ever made.
-struct HostX {
-  enum class Layout { csr, dense_rows, dense_columns };
-  Layout layout = Layout::csr;
-  std::int64_t n = 0, g = 0;
-  const void* offsets = nullptr;  ///< CSR: n + 1 row offsets
-  bool offsets_64 = true;         ///< int64 (else int32)
-  const void* indices = nullptr;  ///< CSR: column indices, increasing within a row
-  bool indices_64 = false;        ///< int64 (else int32)
-  const void* values = nullptr;   ///< CSR: nnz values; dense: n x g values
-  bool values_64 = true;          ///< float64 (else float32)
-};
 
 struct InMemoryOptions {
   SolverOptions solver;     ///< as the driver's options (return_W is set by save_usages)
@@ -53,7 +37,9 @@ struct InMemoryResult {
   FormatChoice x_format;                    ///< X's device format and why
 };
 
-/// Runs `jobs` (any mix of k; run k by k in the order of first appearance, as the driver
+/// X is read where it is (knmf/matrix/host_x.hpp: index widths and value types converted row
+/// block by row block while the run copies X into the library's own arrays, the one copy the
+/// driver makes of a file). Runs `jobs` (any mix of k; run k by k in the order of first appearance, as the driver
 /// does) on X. InputError for bad input (X not finite or negative, k out of range, options),
 /// naming `source` for X. X must fit device memory next to one replicate (no streaming).
 /// In compute type T (float or double).
