@@ -300,14 +300,10 @@ knmf::prepare::CountSource count_source(const std::string& layout, std::int64_t 
   src.var_names = std::move(var_names);
   src.name = name;
   src.block_rows = 16384;
+  knmf::HostX x;
   if (layout == "csr") {
-    const knmf::HostX x = csr_x(n, g, indptr, indices, values, name);
-    src.read_rows = [x, name](std::int64_t r0, std::int64_t r1, knmf::io::CsrBlock<float>& out) {
-      knmf::host_x_rows(x, r0, r1, out, name);
-    };
-  } else {  // dense (values: the n x g array, flat): the stored entries are the non-zero
-            // values, as a dense file's reader gives them
-    knmf::HostX x;
+    x = csr_x(n, g, indptr, indices, values, name);
+  } else {  // dense: values is the n x g array, flat
     x.layout = layout == "dense_rows" ? knmf::HostX::Layout::dense_rows
                                       : knmf::HostX::Layout::dense_columns;
     x.n = n;
@@ -316,26 +312,10 @@ knmf::prepare::CountSource count_source(const std::string& layout, std::int64_t 
     x.values = values.data();
     if (values.size() != n * g)
       knmf::input_error(name, ": ", values.size(), " values for ", n, " x ", g);
-    const bool by_rows = x.layout == knmf::HostX::Layout::dense_rows;
-    src.read_rows = [x, by_rows](std::int64_t r0, std::int64_t r1, knmf::io::CsrBlock<float>& out) {
-      out.row_begin = r0;
-      out.row_end = r1;
-      out.ncols = x.g;
-      out.row_offsets.assign(size_t(r1 - r0 + 1), 0);
-      out.cols.clear();
-      out.values.clear();
-      for (std::int64_t r = r0; r < r1; ++r) {
-        for (std::int64_t c = 0; c < x.g; ++c) {
-          const float v = x.value<float>(by_rows ? r * x.g + c : c * x.n + r);
-          if (v != 0.0f || std::isnan(v)) {
-            out.cols.push_back(std::int32_t(c));
-            out.values.push_back(v);
-          }
-        }
-        out.row_offsets[size_t(r - r0 + 1)] = std::int64_t(out.cols.size());
-      }
-    };
   }
+  src.read_rows = [x, name](std::int64_t r0, std::int64_t r1, knmf::io::CsrBlock<float>& out) {
+    knmf::host_x_rows(x, r0, r1, out, name);
+  };
   return src;
 }
 

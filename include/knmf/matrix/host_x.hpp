@@ -59,18 +59,19 @@ struct HostX {
   std::int64_t stored() const { return sparse() ? offset(n) : n * g; }
 };
 
-/// Rows [r0, r1) of a CSR X as the library takes them (`out`: offsets from 0, int32 columns, T
-/// values), checked on the way: offsets that decrease and columns outside [0, g) are input
-/// errors naming `source` (the library checks the values when it finalizes).
+/// Rows [r0, r1) of X as the library takes them (`out`: offsets from 0, int32 columns, T
+/// values): a CSR X's entries, checked on the way (offsets that decrease and columns outside
+/// [0, g) are input errors naming `source`; the library checks the values when it
+/// finalizes), a dense X's non-zero values (NaN included), as a dense file's reader gives them.
 template <class T>
 void host_x_rows(const HostX& X, std::int64_t r0, std::int64_t r1, io::CsrBlock<T>& out,
                  const std::string& source);
 
-/// The end of the row block from r0 of a CSR X: rows while they hold at most `max_nnz` stored
-/// entries together (at least one row).
+/// The end of the row block from r0: rows while they hold at most `max_nnz` stored entries
+/// together (a dense X: n g of them), at least one row.
 std::int64_t host_x_block_end(const HostX& X, std::int64_t r0, std::int64_t max_nnz);
 
-/// A CSR X as a RowSource (consensus, k selection), its values as double.
+/// X as a RowSource (consensus, k selection), its values as double.
 class HostXRowSource final : public RowSource {
 public:
   HostXRowSource(const HostX& X, std::string name) : X_(X), name_(std::move(name)) {}
