@@ -54,16 +54,22 @@ public:
         ->capture_default_str();
     sub->add_option("--cv-seed", cv_.seed, "cross-validation: seed of the folds and replicates")
         ->capture_default_str();
-    sub->add_flag("--cv-one-std-error", one_se_,
-                  "cross-validation: choose the smallest k within one standard error of the "
-                  "smallest mean prediction error (default: the smallest mean)");
+    sub->add_option("--cv-rule", rule_name_,
+                    "cross-validation: how k is chosen from the prediction errors: 3se, the "
+                    "smallest k within three standard errors of the smallest mean (the standard "
+                    "error of a paired difference between neighbouring k, pooled over k); 1se, "
+                    "the smallest k within one standard error of the paired differences to the "
+                    "smallest mean; min, the smallest mean. The other rules' choices are "
+                    "printed beside it")
+        ->capture_default_str();
   }
 
   int run() override {
     if (!cross_validate_)
       for (const char* o : {"--cv-cell-folds", "--cv-gene-folds", "--cv-replicates", "--cv-seed",
-                            "--cv-one-std-error"})
+                            "--cv-rule"})
         if (sub_->count(o) > 0) input_error(o, " needs --cross-validate");
+    rule_ = consensus::parse_k_choice_rule(rule_name_, "--cv-rule");
     if (cross_validate_) cv_.validate();
     std::vector<consensus::KSelectionRow> rows;
     const bool native = !results_.empty();
@@ -99,7 +105,7 @@ public:
       req.cross_validation = cv_;
       rows = consensus::run_cnmf_k_selection(ExecSpace(), req, std::cerr);
     }
-    const int chosen = cross_validate_ ? cv_choice(rows) : 0;
+    const int chosen = cross_validate_ ? cv_choice(rows, rule_) : 0;
     consensus::write_k_selection_plot(png, rows, chosen);
     std::printf("knmf k-selection (%s):\n   k  silhouette          prediction_error%s\n",
                 native ? "knmf results file" : "cNMF run folder",
@@ -120,7 +126,8 @@ public:
 
 private:
   /// The k cross-validation chooses (consensus::choose_k over the rows' cv_ columns).
-  int cv_choice(const std::vector<consensus::KSelectionRow>& rows) const {
+  int cv_choice(const std::vector<consensus::KSelectionRow>& rows,
+                consensus::KChoiceRule rule) const {
     std::vector<consensus::CrossValidationK> table;
     const double count = double(cv_.cell_folds) * cv_.gene_folds * cv_.replicates;
     for (const auto& r : rows) {
@@ -132,7 +139,7 @@ private:
       t.errors = r.cv_errors;
       table.push_back(t);
     }
-    return consensus::choose_k(table, one_se_);
+    return consensus::choose_k(table, rule);
   }
   /// The k cross-validation chose, beside the most stable k.
   void print_choice(const std::vector<consensus::KSelectionRow>& rows, int chosen) const {
@@ -140,13 +147,20 @@ private:
     for (size_t i = 0; i < rows.size(); ++i)
       if (rows[i].silhouette > rows[stable].silhouette) stable = i;
     std::printf("  cross-validation chooses k = %d (%s); the most stable k is %d\n", chosen,
-                one_se_ ? "the smallest k within one standard error of the smallest mean"
-                        : "the smallest mean prediction error",
-                rows.empty() ? 0 : rows[stable].k);
+                consensus::k_choice_rule_description(rule_), rows.empty() ? 0 : rows[stable].k);
+    std::string others;
+    for (const auto r : {consensus::KChoiceRule::three_pooled_se, consensus::KChoiceRule::one_se,
+                         consensus::KChoiceRule::smallest_mean})
+      if (r != rule_)
+        others += std::string(others.empty() ? "" : ", ") + "--cv-rule " +
+                  consensus::k_choice_rule_name(r) + ": k = " + std::to_string(cv_choice(rows, r));
+    std::printf("  (%s)\n", others.c_str());
   }
 
   CLI::App* sub_ = nullptr;
-  bool cross_validate_ = false, one_se_ = false;
+  bool cross_validate_ = false;
+  std::string rule_name_ = consensus::k_choice_rule_name(consensus::KChoiceRule::three_pooled_se);
+  consensus::KChoiceRule rule_ = consensus::KChoiceRule::three_pooled_se;
   consensus::CrossValidationOptions cv_;
   std::string output_dir_ = ".", name_ = "cNMF", results_, counts_, plot_;
   std::vector<int> ks_;

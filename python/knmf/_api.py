@@ -424,7 +424,7 @@ class KSelection:
 
 
 def k_selection(data, spectra, *, cross_validate=False, cv_folds=(2, 2), cv_replicates=1,
-                cv_seed=14, one_std_error=False, density_threshold=0.5,
+                cv_seed=14, cv_rule="3se", density_threshold=0.5,
                 local_neighborhood_size=0.30, solver="cd", beta_loss="frobenius",
                 init="random", tol=1e-4, max_iter=1000, alpha_W=0.0, alpha_H="same",
                 l1_ratio=0.0):
@@ -432,7 +432,9 @@ def k_selection(data, spectra, *, cross_validate=False, cv_folds=(2, 2), cv_repl
     stability (silhouette of the replicate spectra's clustering) and the prediction error of
     the consensus refit; with cross_validate=True also the bi-cross-validation of X at every
     k (the driver's --cross-validate: cv_folds cells x genes groups, cv_replicates, cv_seed)
-    and the k it chooses (one_std_error: the smallest k within one standard error).
+    and the k it chooses (cv_rule, the driver's --cv-rule: "3se", the smallest k within three
+    pooled standard errors of the smallest mean; "1se", within one paired standard error;
+    "min", the smallest mean).
 
     data: a knmf.Prepared or X (cells x genes of the spectra). spectra: {k: knmf.Factorization
     or (R, k, g) array}, or a list of Factorizations. The solver options are the run's."""
@@ -455,5 +457,5 @@ def k_selection(data, spectra, *, cross_validate=False, cv_folds=(2, 2), cv_repl
                            [(n, _option_text(v)) for n, v in run.items()],
                            float(density_threshold), float(local_neighborhood_size),
                            bool(cross_validate), int(p), int(q), int(cv_replicates), int(cv_seed),
-                           bool(one_std_error))
+                           str(cv_rule))
     return KSelection(d)

@@ -456,7 +456,7 @@ py::dict k_selection(std::int64_t n, std::int64_t g, const py::array& indptr,
                      const std::vector<std::pair<std::string, std::string>>& run_options,
                      double density_threshold, double local_neighborhood_size,
                      bool cross_validate, int cell_folds, int gene_folds, int cv_replicates,
-                     std::int64_t cv_seed, bool one_std_error) {
+                     std::int64_t cv_seed, const std::string& cv_rule) {
   ensure_initialized();
   const knmf::HostXRowSource X(csr_x(n, g, indptr, indices, data, "X"), "X");
   if (stacks.size() != ks.size()) throw knmf::LogicError("knmf.k_selection: stacks and ks differ");
@@ -479,6 +479,7 @@ py::dict k_selection(std::int64_t n, std::int64_t g, const py::array& indptr,
   if (cv_seed < 0) knmf::input_error("knmf.k_selection: cv_seed ", cv_seed, " is invalid: it must be >= 0");
   cv.seed = std::uint64_t(cv_seed);
   if (cross_validate) cv.validate();
+  const auto rule = knmf::consensus::parse_k_choice_rule(cv_rule, "knmf.k_selection: cv_rule");
   std::vector<knmf::consensus::KSelectionRow> rows;
   std::vector<knmf::consensus::CrossValidationK> table;
   {
@@ -505,7 +506,7 @@ py::dict k_selection(std::int64_t n, std::int64_t g, const py::array& indptr,
   out["cv_prediction_error"] = owned(std::move(cvm));
   out["cv_prediction_error_sd"] = owned(std::move(cvsd));
   out["cv_errors"] = errors;
-  out["cv_choice"] = cross_validate ? knmf::consensus::choose_k(table, one_std_error) : 0;
+  out["cv_choice"] = cross_validate ? knmf::consensus::choose_k(table, rule) : 0;
   return out;
 }
 
@@ -577,7 +578,7 @@ PYBIND11_MODULE(_knmf, m) {
         py::arg("data").noconvert(), py::arg("stacks"), py::arg("ks"), py::arg("run_options"),
         py::arg("density_threshold"), py::arg("local_neighborhood_size"),
         py::arg("cross_validate"), py::arg("cell_folds"), py::arg("gene_folds"),
-        py::arg("cv_replicates"), py::arg("cv_seed"), py::arg("one_std_error"));
+        py::arg("cv_replicates"), py::arg("cv_seed"), py::arg("cv_rule"));
   m.def("solver_option_names", [] {
     std::vector<std::string> names;
     for (const auto& f : knmf::solver_option_fields()) names.emplace_back(f.name);

@@ -425,32 +425,84 @@ std::vector<CrossValidationK> cross_validate(const ExecSpace& space, const RowSo
   return cross_validate(space, whole, ks, opts, cv, store);
 }
 
-int choose_k(const std::vector<CrossValidationK>& table, bool one_std_error) {
-  if (table.empty()) return 0;
+namespace {
+/// Mean and standard error of the paired differences a.errors - b.errors (false when the rows
+/// cannot be paired).
+bool paired_difference(const CrossValidationK& a, const CrossValidationK& b, double& mean,
+                       double& variance) {
+  if (a.errors.size() != b.errors.size() || a.errors.size() < 2) return false;
+  const double m = double(a.errors.size());
+  mean = 0.0;
+  for (size_t i = 0; i < a.errors.size(); ++i) mean += a.errors[i] - b.errors[i];
+  mean /= m;
+  variance = 0.0;
+  for (size_t i = 0; i < a.errors.size(); ++i) {
+    const double d = a.errors[i] - b.errors[i] - mean;
+    variance += d * d;
+  }
+  variance /= m - 1;
+  return true;
+}
+}  // namespace
+
+const char* k_choice_rule_name(KChoiceRule rule) {
+  switch (rule) {
+    case KChoiceRule::three_pooled_se: return "3se";
+    case KChoiceRule::one_se: return "1se";
+    case KChoiceRule::smallest_mean: return "min";
+  }
+  throw LogicError("k_choice_rule_name: unknown rule");
+}
+
+KChoiceRule parse_k_choice_rule(const std::string& name, const std::string& option) {
+  for (const auto r : {KChoiceRule::three_pooled_se, KChoiceRule::one_se, KChoiceRule::smallest_mean})
+    if (name == k_choice_rule_name(r)) return r;
+  input_error(option, " '", name, "' is not a rule: use 3se, 1se or min");
+}
+
+const char* k_choice_rule_description(KChoiceRule rule) {
+  switch (rule) {
+    case KChoiceRule::three_pooled_se:
+      return "the smallest k within three pooled standard errors of the smallest mean";
+    case KChoiceRule::one_se: return "the smallest k within one standard error of the smallest mean";
+    case KChoiceRule::smallest_mean: return "the smallest mean prediction error";
+  }
+  throw LogicError("k_choice_rule_description: unknown rule");
+}
+
+int choose_k(const std::vector<CrossValidationK>& rows, KChoiceRule rule) {
+  if (rows.empty()) return 0;
+  std::vector<CrossValidationK> table = rows;
+  std::sort(table.begin(), table.end(), [](const auto& a, const auto& b) { return a.k < b.k; });
   size_t best = 0;
   for (size_t i = 1; i < table.size(); ++i)
     if (table[i].mean < table[best].mean) best = i;
-  if (!one_std_error) return table[best].k;
   const auto& b = table[best];
+  if (rule == KChoiceRule::smallest_mean) return b.k;
+  if (rule == KChoiceRule::three_pooled_se) {
+    // the noise of a difference between two k, from every pair of neighbouring rows
+    double pooled = 0.0, mean = 0.0, variance = 0.0;
+    size_t pairs = 0;
+    for (size_t i = 0; i + 1 < table.size(); ++i)
+      if (paired_difference(table[i], table[i + 1], mean, variance)) {
+        pooled += variance;
+        ++pairs;
+      }
+    const double se = pairs > 0 && pairs + 1 == table.size()
+                          ? std::sqrt(pooled / double(pairs) / double(b.errors.size()))
+                          : b.std_error;
+    for (const auto& row : table)
+      if (row.mean <= b.mean + 3.0 * se) return row.k;  // b itself at the latest
+    return b.k;
+  }
   int k = b.k;
   for (const auto& row : table) {
     if (row.k >= k) continue;
-    bool within = false;
-    if (row.errors.size() == b.errors.size() && row.errors.size() > 1) {
-      // paired: the same blocks and replicates' seeds, so what they share cancels
-      const double m = double(row.errors.size());
-      double mean = 0.0;
-      for (size_t i = 0; i < row.errors.size(); ++i) mean += row.errors[i] - b.errors[i];
-      mean /= m;
-      double var = 0.0;
-      for (size_t i = 0; i < row.errors.size(); ++i) {
-        const double d = row.errors[i] - b.errors[i] - mean;
-        var += d * d;
-      }
-      within = mean <= std::sqrt(var / (m - 1)) / std::sqrt(m);
-    } else {
-      within = row.mean <= b.mean + b.std_error;
-    }
+    double mean = 0.0, variance = 0.0;
+    // paired: the same blocks and replicates' seeds, so what they share cancels
+    const bool within = paired_difference(row, b, mean, variance)
+                            ? mean <= std::sqrt(variance / double(row.errors.size()))
+                            : row.mean <= b.mean + b.std_error;
     if (within) k = row.k;
   }
   return k;

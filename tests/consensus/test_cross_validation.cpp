@@ -124,14 +124,21 @@ TEST(CrossValidation, ThePredictionErrorDropsAtTheRankOfANoiseFreeMatrix) {
   // and stays there above k0 (no program is missing; the extra ones predict nothing wrong)
   for (int k = k0 + 1; k <= 6; ++k)
     EXPECT_LT(table[size_t(k - 1)].mean, 0.1 * table[size_t(k0 - 2)].mean) << "k " << k;
-  EXPECT_EQ(choose_k(table, true), k0);
+  EXPECT_EQ(choose_k(table), k0);
+  EXPECT_EQ(choose_k(table, KChoiceRule::one_se), k0);
 }
 
 TEST(CrossValidation, ChooseK) {
+  using R = KChoiceRule;
   std::vector<CrossValidationK> t = {{2, 0.5, 0, 0.01, {}}, {3, 0.30, 0, 0.02, {}},
                                      {4, 0.29, 0, 0.02, {}}, {5, 0.31, 0, 0.02, {}}};
-  EXPECT_EQ(choose_k(t), 4);
-  EXPECT_EQ(choose_k(t, true), 3) << "the smallest k within one standard error";
+  EXPECT_EQ(choose_k(t, R::smallest_mean), 4);
+  EXPECT_EQ(choose_k(t, R::one_se), 3) << "the smallest k within one standard error";
+  // unpaired rows: three of the minimum's own standard errors (0.29 + 0.06)
+  EXPECT_EQ(choose_k(t), 3);
+  t[1].mean = 0.36;
+  EXPECT_EQ(choose_k(t), 4) << "0.36 is more than three standard errors above 0.29";
+  t[1].mean = 0.30;
   EXPECT_EQ(choose_k({}), 0);
   // paired: k = 3 is above k = 4 in every block by more than the differences' scatter (its
   // unpaired spread would have let it through), k = 2 is not
@@ -144,11 +151,37 @@ TEST(CrossValidation, ChooseK) {
     for (double e : r.errors) m += e / 4.0;
     r.mean = m;
   }
+  EXPECT_EQ(choose_k(t, R::smallest_mean), 4);
+  EXPECT_EQ(choose_k(t, R::one_se), 4) << "3 is 0.01 above 4 in every block: not within";
+  // three pooled standard errors: the variances of the neighbours' differences (2-3: 0.0054,
+  // 3-4: 0.0000667, 4-5: 0.000133) average 0.0018667, a standard error of sqrt(0.0018667 / 4)
+  // = 0.0216; 3 is 0.01 above the minimum, 2 is 0.21 above it
+  EXPECT_EQ(choose_k(t), 3);
+  // the rows in another order choose the same
+  std::vector<CrossValidationK> shuffled = {t[3], t[1], t[0], t[2]};
+  EXPECT_EQ(choose_k(shuffled), 3);
+  EXPECT_EQ(choose_k(shuffled, R::one_se), 4);
+  // a steep curve with little scatter: three standard errors keep the minimum
+  t[0].errors = {0.50, 0.50, 0.50, 0.50};
+  t[0].mean = 0.5;
+  t[1].errors = {0.33, 0.33, 0.33, 0.34};
+  t[1].mean = 0.3325;
   EXPECT_EQ(choose_k(t), 4);
-  EXPECT_EQ(choose_k(t, true), 4) << "3 is 0.01 above 4 in every block: not within";
   t[1].errors = {0.27, 0.33, 0.27, 0.31};  // the same mean, 0.295, now scattered around 4's
   t[1].mean = 0.295;
-  EXPECT_EQ(choose_k(t, true), 3);
+  EXPECT_EQ(choose_k(t, R::one_se), 3);
+}
+
+TEST(CrossValidation, ChoiceRuleNames) {
+  for (const auto r : {KChoiceRule::three_pooled_se, KChoiceRule::one_se, KChoiceRule::smallest_mean})
+    EXPECT_EQ(parse_k_choice_rule(k_choice_rule_name(r), "--cv-rule"), r);
+  EXPECT_STREQ(k_choice_rule_name(KChoiceRule::three_pooled_se), "3se");
+  try {
+    parse_k_choice_rule("2se", "--cv-rule");
+    ADD_FAILURE() << "2se accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("--cv-rule '2se'"), std::string::npos) << e.what();
+  }
 }
 
 // Resume: a run stopped after some units (a held-out block at one k) leaves them in its

@@ -318,6 +318,8 @@ TEST(Cli, KSelectionCrossValidatesByBothRoutes) {
   const auto before = list_files(tmp.path());
   EXPECT_EQ(cli::run({"knmf", "k-selection", "--results", results.string(), "--cv-replicates", "3"}), 1);
   EXPECT_EQ(cli::run(with({"knmf", "k-selection", "--results", results.string(), "--cv-cell-folds", "1"})), 1);
+  EXPECT_EQ(cli::run({"knmf", "k-selection", "--results", results.string(), "--cv-rule", "1se"}), 1);
+  EXPECT_EQ(cli::run(with({"knmf", "k-selection", "--results", results.string(), "--cv-rule", "2se"})), 1);
   EXPECT_EQ(list_files(tmp.path()), before);
 }
 

@@ -6,6 +6,7 @@ no data file. Bitwise: the same X, seeds, options, batch, thread count and BLAS 
 driver's spectra, usages, iterations and errors exactly."""
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -265,6 +266,16 @@ def test_consensus_k_selection_and_tl_cnmf_equal_the_driver(sim, tmp_path):
     assert not ad.varm["cnmf_spectra"][others].any()  # zero outside the genes used
     assert np.array_equal(u["gene_spectra_score"], load(f"run.gene_spectra_score.{tag}.df.npz"))
     assert np.array_equal(u["gene_spectra_tpm"], load(f"run.gene_spectra_tpm.{tag}.df.npz"))
+    # every rule's choice as the driver prints it (the other two beside the chosen one)
+    others = dict(re.findall(r"--cv-rule (\w+): k = (\d+)", out.stdout))
+    assert sorted(others) == ["1se", "min"], out.stdout
+    prepared = knmf.prepare(ad, 100)
+    runs = {k: knmf.factorize(prepared.norm_counts, k, seeds=knmf.cnmf_seeds(14, 5, [2, 3, 4])[k],
+                              batch=2, save_usages=False) for k in (2, 3, 4)}
+    for rule, k in [("3se", chosen)] + [(r, int(v)) for r, v in others.items()]:
+        assert knmf.k_selection(prepared, runs, cross_validate=True, cv_rule=rule).cv_choice == k, rule
+    with pytest.raises(ValueError, match="cv_rule '2se'"):
+        knmf.k_selection(prepared, runs, cross_validate=True, cv_rule="2se")
     # the steps one by one: consensus of the chosen k at another threshold (2: keep all)
     run_driver("consensus", "--output-dir", tmp_path, "--name", "run", "-k", chosen,
                "--local-density-threshold", 2)

@@ -136,10 +136,33 @@ std::vector<CrossValidationK> cross_validate(const ExecSpace& space, const RowSo
                                              const CrossValidationOptions& cv,
                                              CrossValidationStore* store = nullptr);
 
-/// The k with the smallest mean prediction error; with `one_std_error`, the smallest k whose
-/// mean is within one standard error of that minimum: of the paired differences to it when
-/// both rows have their `errors` (block by block, the same blocks and seeds), else of the
-/// minimum's own mean (std_error). 0 for an empty table.
-int choose_k(const std::vector<CrossValidationK>& table, bool one_std_error = false);
+/// How choose_k picks k from the table.
+enum class KChoiceRule {
+  /// The default: the smallest k whose mean is within three standard errors of the smallest
+  /// mean. The standard error is that of the mean of a paired difference between two k: the
+  /// variance of the blocks' differences e_k - e_k' for each pair of neighbouring rows, averaged
+  /// over all those pairs (pooled: one pair of a 2 x 2 grid has 3 degrees of freedom, too few
+  /// to trust alone), over the number of values per row. Three, not one: beyond the planted k
+  /// the error keeps falling by small, consistent amounts (perf/RESULTS.md section 15 gives
+  /// how often each rule finds the planted k). Rows that cannot be paired (without `errors`,
+  /// different counts, one value each): the smallest mean's std_error instead.
+  three_pooled_se,
+  /// The smallest k within one standard error of the smallest mean: of the paired differences
+  /// to it when both rows have their `errors`, else of the minimum's own mean (std_error).
+  one_se,
+  /// The k with the smallest mean.
+  smallest_mean,
+};
+
+/// The rule's name as the driver's --cv-rule and Python's cv_rule spell it ("3se", "1se",
+/// "min"), and back (InputError naming `option` for another value).
+const char* k_choice_rule_name(KChoiceRule rule);
+KChoiceRule parse_k_choice_rule(const std::string& name, const std::string& option);
+/// A phrase for the printed choice ("within three pooled standard errors of the smallest mean").
+const char* k_choice_rule_description(KChoiceRule rule);
+
+/// The k that `rule` chooses from the table (rows in any order of k); 0 for an empty table.
+int choose_k(const std::vector<CrossValidationK>& table,
+             KChoiceRule rule = KChoiceRule::three_pooled_se);
 
 }  // namespace knmf::consensus
