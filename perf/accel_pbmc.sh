@@ -20,9 +20,8 @@ prep=$PWD/tests/data/real/cnmf-pbmc-donor-a/prepare/pbmcA
 work=$(mktemp -d /tmp/knmf-accel-pbmc.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 export OMP_PROC_BIND=${OMP_PROC_BIND:-spread} OMP_PLACES=${OMP_PLACES:-threads}
-fresh() {  # fresh MODE: a copy of the prepared run under $work/MODE
-  rm -rf "$work/$1" && mkdir -p "$work/$1" && cp -r "$prep" "$work/$1/pbmcA"
-}
+# shellcheck source=perf/lib.sh
+source perf/lib.sh  # fresh
 wall() {  # wall CMD...: seconds
   local t0 t1
   t0=$(date +%s.%N)
@@ -31,7 +30,7 @@ wall() {  # wall CMD...: seconds
   echo "$t1 - $t0" | bc -l
 }
 declare -a t_exact t_accel t_sk
-for r in $(seq "$runs"); do
+for _ in $(seq "$runs"); do
   fresh exact
   t_exact+=("$(wall "$knmf" factorize --output-dir "$work/exact" --name pbmcA --quiet)")
   fresh accel

@@ -32,14 +32,9 @@ trap 'rm -rf "$work"' EXIT
 unset OMP_PROC_BIND OMP_PLACES
 export OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-SkylakeX}
 
-fresh() { rm -rf "$work/$1" && mkdir -p "$work/$1" && cp -r "$prep" "$work/$1/pbmcA"; }
-timed() {  # timed RUNNER ROUND CMD...: one line "RUNNER ROUND wall_s W cpu_s C"
-  local name=$1 round=$2; shift 2
-  /usr/bin/time -f "%e %U %S" -o "$work/time" "$@" > /dev/null 2> "$work/err" ||
-    { echo "cnmf_workers: $name failed:" >&2; tail -5 "$work/err" >&2; exit 1; }
-  awk -v n="$name" -v r="$round" '{printf "%s %d wall_s %.3f cpu_s %.3f\n", n, r, $1, $2 + $3}' \
-    "$work/time" | tee -a "$OUT"
-}
+LIB_NAME=cnmf_workers
+# shellcheck source=perf/lib.sh
+source perf/lib.sh  # fresh, timed
 cnmf_workers() {  # the N workers in parallel, timed together
   local pids=() i
   for ((i = 0; i < cores; i++)); do

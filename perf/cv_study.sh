@@ -18,6 +18,7 @@ for K0 in $k0s; do
     "$knmf" simulate -o "$d/sim.h5ad" --cells 3000 --genes 1000 --programs $((K0 - 1)) --activity 1 \
       --seed "$seed" > /dev/null
     ks=$(seq 2 $((2 * K0)) | tr '\n' ' ')
+    # shellcheck disable=SC2086  # ks: one word per k
     "$knmf" prepare --output-dir "$d" --name run -c "$d/sim.h5ad" -k $ks -n "$n_iter" --seed 14 \
       --numgenes 500 > /dev/null
     t0=$(date +%s.%N)

@@ -39,14 +39,9 @@ for k in sorted(set(int(v) for v in t[:, 0])):
     np.save(f"{d}/spectra_k{k}.npy", res.spectra)
 open(f"{d}/seconds", "w").write(f"{time.perf_counter() - t0:.3f}")
 PY
-fresh() { rm -rf "$work/$1" && mkdir -p "$work/$1" && cp -r "$prep" "$work/$1/pbmcA"; }
-timed() {  # timed RUNNER ROUND CMD...: one line "RUNNER ROUND wall_s W cpu_s C"
-  local name=$1 round=$2; shift 2
-  /usr/bin/time -f "%e %U %S" -o "$work/time" "$@" > /dev/null 2> "$work/err" ||
-    { echo "python_vs_driver: $name failed:" >&2; tail -5 "$work/err" >&2; exit 1; }
-  awk -v n="$name" -v r="$round" '{printf "%s %d wall_s %.3f cpu_s %.3f\n", n, r, $1, $2 + $3}' \
-    "$work/time" | tee -a "$OUT"
-}
+LIB_NAME=python_vs_driver
+# shellcheck source=perf/lib.sh
+source perf/lib.sh  # fresh, timed
 echo "# $(date -u +%FT%TZ) $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)," \
   "OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE; $("$B/drivers/knmf" --version | head -1)" | tee -a "$OUT"
 for r in $(seq "$ROUNDS"); do
