@@ -273,17 +273,26 @@ std::int64_t run_budget(const FactorizeConfig& c) {
   return budget;
 }
 
+XFormatPlan plan_x_format(const FactorizeConfig& c, std::int64_t n, std::int64_t g,
+                          std::int64_t nnz, bool sparse_in, int s, std::int64_t budget) {
+  const std::int64_t dense_bytes = n * g * s;
+  const std::int64_t sparse_bytes = CsrMatrix<float>::bytes_for(n, g, nnz, s);
+  XFormatPlan f;
+  f.choice = choose_format(c.format, sparse_in, double(nnz) / (double(n) * double(g)),
+                           dense_bytes, sparse_bytes, budget);
+  f.bytes_x = f.choice.sparse ? sparse_bytes : dense_bytes;
+  return f;
+}
+
 XPlan plan_x(const FactorizeConfig& c, const io::H5adInfo& info, int k_max, int s,
              std::int64_t budget) {
   XPlan x;
   const bool file_sparse = info.format != io::StorageFormat::Dense;
-  const std::int64_t nnz = file_sparse ? info.nnz : info.n_obs * info.n_vars;
-  const std::int64_t dense_bytes = info.n_obs * info.n_vars * s;
-  const std::int64_t sparse_bytes = CsrMatrix<float>::bytes_for(info.n_obs, info.n_vars, nnz, s);
-  x.choice = choose_format(c.format, file_sparse,
-                           double(nnz) / (double(info.n_obs) * double(info.n_vars)), dense_bytes,
-                           sparse_bytes, budget);
-  x.bytes_x = x.choice.sparse ? sparse_bytes : dense_bytes;
+  const auto f = plan_x_format(c, info.n_obs, info.n_vars,
+                               file_sparse ? info.nnz : info.n_obs * info.n_vars, file_sparse, s,
+                               budget);
+  x.choice = f.choice;
+  x.bytes_x = f.bytes_x;
   // one replicate next to X: what the solver's batch allocates for one slot and per batch
   x.one = bytes_per_replicate(info.n_obs, info.n_vars, k_max, s, false) +
           batch_fixed_bytes(info.n_obs, info.n_vars, k_max, s, false);

@@ -146,15 +146,11 @@ InMemoryResult factorize_in_memory(const HostX& X, const std::vector<Job>& jobs,
     if (j.k < 1) input_error("k = ", j.k, " is invalid: it must be at least 1");
     if (j.k > most) input_error("k = ", j.k, " exceeds min(cells, genes) = ", most, " of ", source);
   }
-  const int s = int(sizeof(T));
-  const std::int64_t nnz = X.stored();
-  const std::int64_t dense_bytes = X.n * X.g * s;
-  const std::int64_t sparse_bytes = CsrMatrix<T>::bytes_for(X.n, X.g, nnz, s);
   const std::int64_t budget = run_budget(c);
+  const auto format = plan_x_format(c, X.n, X.g, X.stored(), sparse_in, int(sizeof(T)), budget);
   InMemoryResult out;
-  out.x_format = choose_format(c.format, sparse_in, double(nnz) / (double(X.n) * double(X.g)),
-                               dense_bytes, sparse_bytes, budget);
-  const std::int64_t bytes_x = out.x_format.sparse ? sparse_bytes : dense_bytes;
+  out.x_format = format.choice;
+  const std::int64_t bytes_x = format.bytes_x;
   const auto t0 = std::chrono::steady_clock::now();
   ProgressHook progress(options.on_progress, plan.total, t0);
   std::vector<ReplicateResult> done;
