@@ -238,34 +238,43 @@ std::string x_fingerprint_of(const io::H5adReader& reader) {
   return fp.text(n, g);
 }
 
-LocalChannel::LocalChannel(const std::vector<Job>& jobs, ResultStore& store, ProgressHook& progress)
-    : store_(store), progress_(progress) {
-  for (const auto& j : jobs) by_k_[j.k].push_back(j);
+QueueChannel::QueueChannel(const std::vector<Job>& jobs, ProgressHook& progress)
+    : progress_(progress) {
+  for (const auto& j : jobs) {
+    if (!by_k_.count(j.k)) order_.push_back(j.k);
+    by_k_[j.k].push_back(j);
+  }
 }
 
-std::vector<int> LocalChannel::ks() const {
-  std::vector<int> out;
-  for (const auto& [k, v] : by_k_) out.push_back(k);
-  return out;
-}
-
-int LocalChannel::max_jobs(int k) const {
+int QueueChannel::max_jobs(int k) const {
   auto it = by_k_.find(k);
   return it == by_k_.end() ? 0 : int(it->second.size());
 }
 
-std::optional<Job> LocalChannel::next(int k) {
-  auto& v = by_k_[k];
-  auto& i = next_[k];
-  if (i == v.size()) return std::nullopt;
-  return v[i++];
+std::optional<Job> QueueChannel::next(int k) {
+  auto it = by_k_.find(k);
+  if (it == by_k_.end()) return std::nullopt;
+  size_t& i = next_[k];
+  if (i == it->second.size()) return std::nullopt;
+  return it->second[i++];
 }
 
-void LocalChannel::finished(ReplicateResult&& r) {
-  store_.store(r);
+void QueueChannel::finished(ReplicateResult&& r) {
+  const int k = r.job.k, n_iter = r.n_iter;
+  keep(std::move(r));
   ++done_;
-  progress_.finished(r.job.k, r.n_iter);
+  progress_.finished(k, n_iter);
 }
+
+namespace {
+std::vector<Job> by_increasing_k(std::vector<Job> jobs) {
+  std::stable_sort(jobs.begin(), jobs.end(), [](const Job& a, const Job& b) { return a.k < b.k; });
+  return jobs;
+}
+}  // namespace
+
+LocalChannel::LocalChannel(const std::vector<Job>& jobs, ResultStore& store, ProgressHook& progress)
+    : QueueChannel(by_increasing_k(jobs), progress), store_(store) {}
 
 std::int64_t run_budget(const FactorizeConfig& c) {
   std::int64_t budget = available_device_bytes();

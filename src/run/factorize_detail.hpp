@@ -224,24 +224,41 @@ public:
   virtual std::int64_t jobs_done() const = 0;
 };
 
-/// The single-process channel: a queue per k, results stored here.
-class LocalChannel : public JobChannel {
+/// The jobs of one process: a queue per k, the ks in the order their first job comes, each
+/// finished replicate counted, reported to the progress hook and handed to `keep`.
+class QueueChannel : public JobChannel {
 public:
-  LocalChannel(const std::vector<Job>& jobs, ResultStore& store, ProgressHook& progress);
-  std::vector<int> ks() const override;
+  QueueChannel(const std::vector<Job>& jobs, ProgressHook& progress);
+  std::vector<int> ks() const override { return order_; }
   int max_jobs(int k) const override;
   std::optional<Job> next(int k) override;
   void finished(ReplicateResult&& r) override;
   void tick(int k, int running) override { progress_.tick(k, running); }
-  void end_k(int) override { store_.end_k(); }
   std::int64_t jobs_done() const override { return done_; }
 
+protected:
+  /// Where a finished replicate goes (before the progress hook hears of it).
+  virtual void keep(ReplicateResult&& r) = 0;
+
 private:
+  std::vector<int> order_;
   std::map<int, std::vector<Job>> by_k_;
   std::map<int, size_t> next_;
-  ResultStore& store_;
   ProgressHook& progress_;
   std::int64_t done_ = 0;
+};
+
+/// The single-process channel: the ks in increasing order, results stored here.
+class LocalChannel : public QueueChannel {
+public:
+  LocalChannel(const std::vector<Job>& jobs, ResultStore& store, ProgressHook& progress);
+  void end_k(int) override { store_.end_k(); }
+
+protected:
+  void keep(ReplicateResult&& r) override { store_.store(r); }
+
+private:
+  ResultStore& store_;
 };
 
 // ------------------------------------------------------------------------------- the run

@@ -18,40 +18,18 @@ namespace knmf {
 namespace detail {
 namespace {
 
-/// The in-memory channel: a queue per k (LocalChannel's order), results kept by job index.
-class MemoryChannel : public JobChannel {
+/// The in-memory channel: the ks in the order of the caller's jobs, results kept here.
+class MemoryChannel : public QueueChannel {
 public:
   MemoryChannel(const std::vector<Job>& jobs, ProgressHook& progress,
                 std::vector<ReplicateResult>& out)
-      : progress_(progress), out_(out) {
-    for (const auto& j : jobs) {
-      if (!by_k_.count(j.k)) order_.push_back(j.k);
-      by_k_[j.k].push_back(j);
-    }
-  }
-  std::vector<int> ks() const override { return order_; }
-  int max_jobs(int k) const override { return int(by_k_.at(k).size()); }
-  std::optional<Job> next(int k) override {
-    auto& q = by_k_.at(k);
-    size_t& i = next_[k];
-    if (i >= q.size()) return std::nullopt;
-    return q[i++];
-  }
-  void finished(ReplicateResult&& r) override {
-    ++done_;
-    progress_.finished(r.job.k, r.n_iter);
-    out_.push_back(std::move(r));
-  }
-  void tick(int k, int running) override { progress_.tick(k, running); }
-  std::int64_t jobs_done() const override { return done_; }
+      : QueueChannel(jobs, progress), out_(out) {}
+
+protected:
+  void keep(ReplicateResult&& r) override { out_.push_back(std::move(r)); }
 
 private:
-  std::vector<int> order_;
-  std::map<int, std::vector<Job>> by_k_;
-  std::map<int, size_t> next_;
-  ProgressHook& progress_;
   std::vector<ReplicateResult>& out_;
-  std::int64_t done_ = 0;
 };
 
 constexpr std::int64_t block_values = std::int64_t(1) << 20;  // values per converted block
