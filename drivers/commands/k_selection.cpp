@@ -69,7 +69,7 @@ public:
       for (const char* o : {"--cv-cell-folds", "--cv-gene-folds", "--cv-replicates", "--cv-seed",
                             "--cv-rule"})
         if (sub_->count(o) > 0) input_error(o, " needs --cross-validate");
-    rule_ = consensus::parse_k_choice_rule(rule_name_, "--cv-rule");
+    const auto rule = consensus::parse_k_choice_rule(rule_name_, "--cv-rule");
     if (cross_validate_) cv_.validate();
     std::vector<consensus::KSelectionRow> rows;
     const bool native = !results_.empty();
@@ -105,7 +105,7 @@ public:
       req.cross_validation = cv_;
       rows = consensus::run_cnmf_k_selection(ExecSpace(), req, std::cerr);
     }
-    const int chosen = cross_validate_ ? cv_choice(rows, rule_) : 0;
+    const int chosen = cross_validate_ ? cv_choice(rows, rule) : 0;
     consensus::write_k_selection_plot(png, rows, chosen);
     std::printf("knmf k-selection (%s):\n   k  silhouette          prediction_error%s\n",
                 native ? "knmf results file" : "cNMF run folder",
@@ -117,7 +117,7 @@ public:
         std::printf("%4d  %-18.12g  %-18.12g  %.6g (%.3g)\n", r.k, r.silhouette,
                     r.prediction_error, r.cv_prediction_error, r.cv_prediction_error_sd);
     }
-    if (cross_validate_) print_choice(rows, chosen);
+    if (cross_validate_) print_choice(rows, rule, chosen);
     if (native && !read_only_) std::printf("  %s:/k_selection\n", results_.c_str());
     if (folder) std::printf("  %s\n", paths.k_selection_stats().c_str());
     std::printf("  %s\n", png.c_str());
@@ -142,16 +142,16 @@ private:
     return consensus::choose_k(table, rule);
   }
   /// The k cross-validation chose, beside the most stable k.
-  void print_choice(const std::vector<consensus::KSelectionRow>& rows, int chosen) const {
+  void print_choice(const std::vector<consensus::KSelectionRow>& rows,
+                    consensus::KChoiceRule rule, int chosen) const {
     size_t stable = 0;
     for (size_t i = 0; i < rows.size(); ++i)
       if (rows[i].silhouette > rows[stable].silhouette) stable = i;
     std::printf("  cross-validation chooses k = %d (%s); the most stable k is %d\n", chosen,
-                consensus::k_choice_rule_description(rule_), rows.empty() ? 0 : rows[stable].k);
+                consensus::k_choice_rule_description(rule), rows.empty() ? 0 : rows[stable].k);
     std::string others;
-    for (const auto r : {consensus::KChoiceRule::three_pooled_se, consensus::KChoiceRule::one_se,
-                         consensus::KChoiceRule::smallest_mean})
-      if (r != rule_)
+    for (const auto r : consensus::k_choice_rules)
+      if (r != rule)
         others += std::string(others.empty() ? "" : ", ") + "--cv-rule " +
                   consensus::k_choice_rule_name(r) + ": k = " + std::to_string(cv_choice(rows, r));
     std::printf("  (%s)\n", others.c_str());
@@ -159,8 +159,7 @@ private:
 
   CLI::App* sub_ = nullptr;
   bool cross_validate_ = false;
-  std::string rule_name_ = consensus::k_choice_rule_name(consensus::KChoiceRule::three_pooled_se);
-  consensus::KChoiceRule rule_ = consensus::KChoiceRule::three_pooled_se;
+  std::string rule_name_ = consensus::k_choice_rule_name(consensus::k_choice_rules[0]);
   consensus::CrossValidationOptions cv_;
   std::string output_dir_ = ".", name_ = "cNMF", results_, counts_, plot_;
   std::vector<int> ks_;

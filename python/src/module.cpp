@@ -223,21 +223,25 @@ knmf::HostX csr_x(std::int64_t n, std::int64_t g, const py::array& indptr,
   return X;
 }
 
-/// A C- or Fortran-ordered 2-D array as a HostX, read where it is.
-knmf::HostX dense_x(const py::array& a, const std::string& name) {
-  if (a.ndim() != 2) knmf::input_error(name, " has ", a.ndim(), " dimension(s), expected 2");
+/// n x g values in `a` (any shape holding n g of them), row- or column-major, as a HostX.
+knmf::HostX dense_host_x(const py::array& a, bool by_rows, std::int64_t n, std::int64_t g,
+                         const std::string& name) {
+  if (a.size() != n * g) knmf::input_error(name, ": ", a.size(), " values for ", n, " x ", g);
   knmf::HostX X;
-  if (a.flags() & py::array::c_style)
-    X.layout = knmf::HostX::Layout::dense_rows;
-  else if (a.flags() & py::array::f_style)
-    X.layout = knmf::HostX::Layout::dense_columns;
-  else
-    throw std::invalid_argument(name + " must be C- or Fortran-contiguous");
-  X.n = a.shape(0);
-  X.g = a.shape(1);
+  X.layout = by_rows ? knmf::HostX::Layout::dense_rows : knmf::HostX::Layout::dense_columns;
+  X.n = n;
+  X.g = g;
   X.values_type = value_type(a, name);
   X.values = a.data();
   return X;
+}
+
+/// A C- or Fortran-ordered 2-D array as a HostX, read where it is.
+knmf::HostX dense_x(const py::array& a, const std::string& name) {
+  if (a.ndim() != 2) knmf::input_error(name, " has ", a.ndim(), " dimension(s), expected 2");
+  if (!(a.flags() & (py::array::c_style | py::array::f_style)))
+    throw std::invalid_argument(name + " must be C- or Fortran-contiguous");
+  return dense_host_x(a, bool(a.flags() & py::array::c_style), a.shape(0), a.shape(1), name);
 }
 
 py::dict factorize_x(const knmf::HostX& X, const std::string& dtype,
@@ -300,19 +304,9 @@ knmf::prepare::CountSource count_source(const std::string& layout, std::int64_t 
   src.var_names = std::move(var_names);
   src.name = name;
   src.block_rows = 16384;
-  knmf::HostX x;
-  if (layout == "csr") {
-    x = csr_x(n, g, indptr, indices, values, name);
-  } else {  // dense: values is the n x g array, flat
-    x.layout = layout == "dense_rows" ? knmf::HostX::Layout::dense_rows
-                                      : knmf::HostX::Layout::dense_columns;
-    x.n = n;
-    x.g = g;
-    x.values_type = value_type(values, name);
-    x.values = values.data();
-    if (values.size() != n * g)
-      knmf::input_error(name, ": ", values.size(), " values for ", n, " x ", g);
-  }
+  // dense: values is the n x g array, flat
+  const knmf::HostX x = layout == "csr" ? csr_x(n, g, indptr, indices, values, name)
+                                        : dense_host_x(values, layout == "dense_rows", n, g, name);
   src.read_rows = [x, name](std::int64_t r0, std::int64_t r1, knmf::io::CsrBlock<float>& out) {
     knmf::host_x_rows(x, r0, r1, out, name);
   };
@@ -373,6 +367,13 @@ py::array_t<double> rows_array(knmf::consensus::HostRows&& h) {
   return a.reshape({py::ssize_t(h.rows), py::ssize_t(h.cols)});
 }
 
+/// A copy of h as float32 (f32) or float64.
+py::array rows_array(const knmf::consensus::HostRows& h, bool f32) {
+  if (!f32) return rows_array(knmf::consensus::HostRows(h));
+  return owned(std::vector<float>(h.values.begin(), h.values.end()))
+      .reshape({py::ssize_t(h.rows), py::ssize_t(h.cols)});
+}
+
 py::dict consensus(std::int64_t n, std::int64_t g, const py::array& indptr,
                    const py::array& indices, const py::array& data,
                    const py::array_t<double, py::array::c_style>& spectra, int k,
@@ -421,14 +422,7 @@ py::dict consensus(std::int64_t n, std::int64_t g, const py::array& indptr,
   }
   py::dict out;
   const bool f32 = r.have_tpm && tin.float32;  // cNMF's usages: float32 from a float32 TPM
-  const auto& U = r.usages();
-  if (f32) {
-    std::vector<float> u(U.values.begin(), U.values.end());
-    out["usages"] = owned(std::move(u)).reshape({py::ssize_t(U.rows), py::ssize_t(U.cols)});
-  } else {
-    auto u = U;
-    out["usages"] = rows_array(std::move(u));
-  }
+  out["usages"] = rows_array(r.usages(), f32);
   out["spectra"] = rows_array(std::move(r.spectra));
   out["prediction_error"] = r.prediction_error;
   out["silhouette"] = r.clustering.silhouette;
@@ -436,12 +430,7 @@ py::dict consensus(std::int64_t n, std::int64_t g, const py::array& indptr,
   out["nonzero_rows"] = owned(std::move(r.clustering.nonzero_rows));
   out["used_rows"] = owned(std::move(r.clustering.used_rows));
   if (r.have_tpm) {
-    if (f32) {
-      std::vector<float> t(r.spectra_tpm.values.begin(), r.spectra_tpm.values.end());
-      out["spectra_tpm"] = owned(std::move(t)).reshape({py::ssize_t(r.spectra_tpm.rows), py::ssize_t(r.spectra_tpm.cols)});
-    } else {
-      out["spectra_tpm"] = rows_array(std::move(r.spectra_tpm));
-    }
+    out["spectra_tpm"] = rows_array(r.spectra_tpm, f32);
     out["spectra_score"] = rows_array(std::move(r.spectra_score));
     out["starcat"] = rows_array(std::move(r.starcat));
   }

@@ -426,8 +426,8 @@ std::vector<CrossValidationK> cross_validate(const ExecSpace& space, const RowSo
 }
 
 namespace {
-/// Mean and standard error of the paired differences a.errors - b.errors (false when the rows
-/// cannot be paired).
+/// Mean and variance (ddof 1) of the paired differences a.errors - b.errors; false when the
+/// rows cannot be paired (different counts, or fewer than two values).
 bool paired_difference(const CrossValidationK& a, const CrossValidationK& b, double& mean,
                        double& variance) {
   if (a.errors.size() != b.errors.size() || a.errors.size() < 2) return false;
@@ -455,7 +455,7 @@ const char* k_choice_rule_name(KChoiceRule rule) {
 }
 
 KChoiceRule parse_k_choice_rule(const std::string& name, const std::string& option) {
-  for (const auto r : {KChoiceRule::three_pooled_se, KChoiceRule::one_se, KChoiceRule::smallest_mean})
+  for (const auto r : k_choice_rules)
     if (name == k_choice_rule_name(r)) return r;
   input_error(option, " '", name, "' is not a rule: use 3se, 1se or min");
 }

@@ -18,10 +18,9 @@ void host_x_rows(const HostX& X, std::int64_t r0, std::int64_t r1, io::CsrBlock<
   out.values.clear();
   if (!X.sparse()) {  // the non-zero values (NaN included: the library refuses it), as a
                       // dense file's reader gives them
-    const bool by_rows = X.layout == HostX::Layout::dense_rows;
     for (std::int64_t r = r0; r < r1; ++r) {
       for (std::int64_t c = 0; c < X.g; ++c) {
-        const T v = X.value<T>(by_rows ? r * X.g + c : c * X.n + r);
+        const T v = X.at<T>(r, c);
         if (!(v == T(0))) {
           out.cols.push_back(std::int32_t(c));
           out.values.push_back(v);

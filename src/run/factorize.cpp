@@ -297,11 +297,9 @@ XPlan plan_x(const FactorizeConfig& c, const io::H5adInfo& info, int k_max, int 
              std::int64_t budget) {
   XPlan x;
   const bool file_sparse = info.format != io::StorageFormat::Dense;
-  const auto f = plan_x_format(c, info.n_obs, info.n_vars,
-                               file_sparse ? info.nnz : info.n_obs * info.n_vars, file_sparse, s,
-                               budget);
-  x.choice = f.choice;
-  x.bytes_x = f.bytes_x;
+  static_cast<XFormatPlan&>(x) =
+      plan_x_format(c, info.n_obs, info.n_vars, file_sparse ? info.nnz : info.n_obs * info.n_vars,
+                    file_sparse, s, budget);
   // one replicate next to X: what the solver's batch allocates for one slot and per batch
   x.one = bytes_per_replicate(info.n_obs, info.n_vars, k_max, s, false) +
           batch_fixed_bytes(info.n_obs, info.n_vars, k_max, s, false);

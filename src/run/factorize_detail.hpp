@@ -110,22 +110,20 @@ std::int64_t run_budget(const FactorizeConfig& c);
 
 // ------------------------------------------------------------------------- where X goes
 
-/// Where X goes: its device format, its bytes, and whether it stays in device memory next to
-/// one replicate of the largest k or streams from host memory (a quarter of the room left
-/// after one replicate per buffer, the rest going to replicates).
 /// X's device format (choose_format on the bytes of each format) for n x g with `nnz` stored
 /// values (n * g for a dense input), and X's bytes in it.
 struct XFormatPlan {
   FormatChoice choice;
-  std::int64_t bytes_x = 0;
+  std::int64_t bytes_x = 0;  ///< X on the device in the chosen format
 };
 XFormatPlan plan_x_format(const FactorizeConfig& c, std::int64_t n, std::int64_t g,
                           std::int64_t nnz, bool sparse_in, int element_bytes,
                           std::int64_t budget);
 
-struct XPlan {
-  FormatChoice choice;
-  std::int64_t bytes_x = 0;        ///< X on the device in the chosen format
+/// Where X goes: its device format, its bytes, and whether it stays in device memory next to
+/// one replicate of the largest k or streams from host memory (a quarter of the room left
+/// after one replicate per buffer, the rest going to replicates).
+struct XPlan : XFormatPlan {
   std::int64_t one = 0;            ///< one replicate of the largest k, with its workspace
   bool in_core = true;
   std::int64_t stream_buffer = 0;  ///< bytes per streaming buffer (when not in core)

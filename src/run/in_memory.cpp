@@ -74,10 +74,8 @@ DenseMatrix<T> dense_from(const ExecSpace& space, const HostX& X, const std::str
         for (std::int64_t p = b.row_offsets[size_t(r)]; p < b.row_offsets[size_t(r + 1)]; ++p)
           rows[size_t(r * X.g + b.cols[size_t(p)])] += b.values[size_t(p)];
     } else {
-      const bool by_rows = X.layout == HostX::Layout::dense_rows;
       for (std::int64_t r = r0; r < r1; ++r)
-        for (std::int64_t c = 0; c < X.g; ++c)
-          rows[size_t((r - r0) * X.g + c)] = X.value<T>(by_rows ? r * X.g + c : c * X.n + r);
+        for (std::int64_t c = 0; c < X.g; ++c) rows[size_t((r - r0) * X.g + c)] = X.at<T>(r, c);
     }
     D.set_rows(size_type(r0), size_type(r1), rows.data());
   }

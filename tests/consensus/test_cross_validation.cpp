@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <random>
 #include <stdexcept>
 
@@ -173,8 +174,10 @@ TEST(CrossValidation, ChooseK) {
 }
 
 TEST(CrossValidation, ChoiceRuleNames) {
-  for (const auto r : {KChoiceRule::three_pooled_se, KChoiceRule::one_se, KChoiceRule::smallest_mean})
+  ASSERT_EQ(std::size(k_choice_rules), 3u);
+  for (const auto r : k_choice_rules)
     EXPECT_EQ(parse_k_choice_rule(k_choice_rule_name(r), "--cv-rule"), r);
+  EXPECT_EQ(k_choice_rules[0], KChoiceRule::three_pooled_se) << "the default first";
   EXPECT_STREQ(k_choice_rule_name(KChoiceRule::three_pooled_se), "3se");
   try {
     parse_k_choice_rule("2se", "--cv-rule");

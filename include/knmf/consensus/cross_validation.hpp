@@ -154,6 +154,10 @@ enum class KChoiceRule {
   smallest_mean,
 };
 
+/// Every rule, the default first.
+inline constexpr KChoiceRule k_choice_rules[] = {KChoiceRule::three_pooled_se, KChoiceRule::one_se,
+                                                 KChoiceRule::smallest_mean};
+
 /// The rule's name as the driver's --cv-rule and Python's cv_rule spell it ("3se", "1se",
 /// "min"), and back (InputError naming `option` for another value).
 const char* k_choice_rule_name(KChoiceRule rule);

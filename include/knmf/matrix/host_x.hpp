@@ -50,6 +50,11 @@ struct HostX {
       default: return T(static_cast<const std::int64_t*>(values)[p]);
     }
   }
+  /// Dense: the value at row r, column c, as T (row- or column-major).
+  template <class T>
+  T at(std::int64_t r, std::int64_t c) const {
+    return value<T>(layout == Layout::dense_rows ? r * g + c : c * n + r);
+  }
   /// The values are of type T already.
   template <class T>
   bool values_are() const {
