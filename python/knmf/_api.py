@@ -81,6 +81,14 @@ def _option_text(v):
     return str(v)
 
 
+def _run_options(solver, beta_loss, init, tol, max_iter, alpha_W, alpha_H, l1_ratio):
+    """The run's solver options (what the consensus refits and the cross-validation use) as
+    the module takes them: (name, text) pairs."""
+    run = dict(solver=solver, beta_loss=beta_loss, init=init, tol=tol, max_iter=max_iter,
+               alpha_W=alpha_W, alpha_H=alpha_H, l1_ratio=l1_ratio)
+    return [(n, _option_text(v)) for n, v in run.items()]
+
+
 def _prepare_x(X, dtype):
     """X as the compiled core reads it: CSR arrays (int32 or int64 indices, in the order they
     are stored, as the driver reads a file's: the sums follow that order; float32 or float64
@@ -393,12 +401,10 @@ def consensus(data, spectra, *, tpm=None, hvg_columns=None, gene_std=None,
         tpm_parts = _csr_parts(tpm)
         if hvg_columns is None:
             raise ValueError("tpm= needs hvg_columns= (the TPM column of each of X's genes)")
-    run = dict(solver=solver, beta_loss=beta_loss, init=init, tol=tol, max_iter=max_iter,
-               alpha_W=alpha_W, alpha_H=alpha_H, l1_ratio=l1_ratio)
+    run = _run_options(solver, beta_loss, init, tol, max_iter, alpha_W, alpha_H, l1_ratio)
     d = _knmf._consensus(*parts, np.ascontiguousarray(S.reshape(R * k, g)), int(k), tpm_parts,
                          [int(c) for c in (hvg_columns if hvg_columns is not None else [])],
-                         [float(v) for v in (gene_std if gene_std is not None else [])],
-                         [(n, _option_text(v)) for n, v in run.items()],
+                         [float(v) for v in (gene_std if gene_std is not None else [])], run,
                          float(density_threshold), float(local_neighborhood_size))
     return Consensus(d)
 
@@ -450,12 +456,9 @@ def k_selection(data, spectra, *, cross_validate=False, cv_folds=(2, 2), cv_repl
             raise ValueError(f"the spectra of k = {k} have shape {S.shape}, expected (R, {k}, genes)")
         stacks.append(np.ascontiguousarray(S.reshape(-1, S.shape[2])))
     X = data.norm_counts if isinstance(data, Prepared) else data
-    run = dict(solver=solver, beta_loss=beta_loss, init=init, tol=tol, max_iter=max_iter,
-               alpha_W=alpha_W, alpha_H=alpha_H, l1_ratio=l1_ratio)
+    run = _run_options(solver, beta_loss, init, tol, max_iter, alpha_W, alpha_H, l1_ratio)
     p, q = cv_folds
-    d = _knmf._k_selection(*_csr_parts(X), stacks, ks,
-                           [(n, _option_text(v)) for n, v in run.items()],
-                           float(density_threshold), float(local_neighborhood_size),
-                           bool(cross_validate), int(p), int(q), int(cv_replicates), int(cv_seed),
-                           str(cv_rule))
+    d = _knmf._k_selection(*_csr_parts(X), stacks, ks, run, float(density_threshold),
+                           float(local_neighborhood_size), bool(cross_validate), int(p), int(q),
+                           int(cv_replicates), int(cv_seed), str(cv_rule))
     return KSelection(d)
