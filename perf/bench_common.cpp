@@ -51,7 +51,7 @@ double current_rss_bytes() {
 }
 
 std::string context_line() {
-  return "knmf " + version() + " (git " + KNMF_GIT_REVISION + "), Kokkos " + kokkos_version() +
+  return "knmf " + version() + " (git " + git_revision() + "), Kokkos " + kokkos_version() +
          ", " + default_execution_space() + ", " + device_description();
 }
 

@@ -126,7 +126,7 @@ std::string device_description() {
 
 std::string build_report() {
   std::ostringstream os;
-  os << "knmf " << version() << " (git " << KNMF_GIT_REVISION << ")\n";
+  os << "knmf " << version() << " (git " << git_revision() << ")\n";
   os << "Kokkos " << kokkos_version() << ", Kokkos Kernels " << kokkos_kernels_version() << "\n";
   os << "backends:";
   for (const auto& b : enabled_backends()) os << ' ' << b;

@@ -9,6 +9,9 @@ namespace knmf {
 
 /// knmf's version, e.g. "0.1.0".
 std::string version();
+/// The git commit the library was built from (short hash; "+changes" when tracked files
+/// differed from it; "unknown" when built outside a checkout). Generated at build time.
+std::string git_revision();
 /// Kokkos' version as "major.minor.patch" (two-digit patch, e.g. "4.6.01").
 std::string kokkos_version();
 /// Kokkos Kernels' version, in the same form.
