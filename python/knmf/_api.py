@@ -299,7 +299,8 @@ def _counts_arrays(X):
     return "dense_rows", X.shape, [empty, empty, X.reshape(-1)]
 
 
-def prepare(data, numgenes=2000, *, genes=None, layer=None, obs_names=None, var_names=None):
+def prepare(data, numgenes=2000, *, genes=None, layer=None, obs_names=None, var_names=None,
+            tpm=None):
     """`knmf prepare` (cNMF's `cnmf prepare`) in memory: from raw counts (cells x genes), the
     overdispersed genes, their unit-variance normalized counts (what knmf.factorize takes),
     the TPM and its statistics, with the driver's arithmetic and refusals (ValueError).
@@ -307,7 +308,9 @@ def prepare(data, numgenes=2000, *, genes=None, layer=None, obs_names=None, var_
     data: an AnnData (its .X, or .layers[layer]; its obs and var names) or a numpy array /
     scipy.sparse matrix of counts (int or float; obs_names / var_names optional). numgenes:
     the overdispersed genes to select (--numgenes); genes: a list of gene names to use
-    instead (--genes-file)."""
+    instead (--genes-file). tpm: a pre-computed TPM of the same cells and genes (--tpm; an
+    AnnData, whose genes must be the counts', or a numpy array / scipy.sparse matrix) used
+    instead of the one computed from the counts."""
     if hasattr(data, "obs_names") and hasattr(data, "var_names") and hasattr(data, "X"):
         X = data.layers[layer] if layer is not None else data.X
         obs_names = [str(s) for s in data.obs_names]
@@ -324,8 +327,15 @@ def prepare(data, numgenes=2000, *, genes=None, layer=None, obs_names=None, var_
         raise ValueError(f"obs_names has {len(obs)} names for {n} cells")
     if var and len(var) != g:
         raise ValueError(f"var_names has {len(var)} names for {g} genes")
+    given = ()
+    if tpm is not None:
+        t_var = []
+        if hasattr(tpm, "var_names") and hasattr(tpm, "X"):
+            t_var, tpm = [str(s) for s in tpm.var_names], tpm.X
+        t_kind, t_shape, t_arrays = _counts_arrays(tpm)
+        given = (t_kind, int(t_shape[0]), int(t_shape[1]), *t_arrays, t_var)
     d = _knmf._prepare(kind, n, g, *arrays, obs, var, int(numgenes),
-                       [str(s) for s in (genes or [])], "counts")
+                       [str(s) for s in (genes or [])], "counts", given)
     return Prepared(d, obs or [str(i) for i in range(n)], var or [str(j) for j in range(g)])
 
 

@@ -18,6 +18,7 @@
 #include <cmath>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -323,19 +324,31 @@ py::dict csr_dict(knmf::io::CsrBlock<T>&& m) {
   return d;
 }
 
+/// `tpm`: empty, or (layout, n, g, indptr, indices, values, var_names) of a given TPM (--tpm),
+/// checked against the counts' shape and genes by cnmf_prepare_counts.
 py::dict prepare(const std::string& layout, std::int64_t n, std::int64_t g,
                  const py::array& indptr, const py::array& indices, const py::array& values,
                  std::vector<std::string> obs_names, std::vector<std::string> var_names,
-                 int numgenes, const std::vector<std::string>& genes, const std::string& name) {
+                 int numgenes, const std::vector<std::string>& genes, const std::string& name,
+                 const py::tuple& tpm) {
   require_usable();
   if (n <= 0 || g <= 0) knmf::input_error(name, " is empty (", n, " cells x ", g, " genes)");
   if (numgenes < 1) knmf::input_error("knmf.prepare: numgenes = ", numgenes, " must be at least 1");
   auto src = count_source(layout, n, g, indptr, indices, values, std::move(obs_names),
                           std::move(var_names), name);
+  std::optional<knmf::prepare::CountSource> tpm_src;
+  if (!tpm.empty()) {
+    if (tpm.size() != 7)
+      throw knmf::LogicError("knmf._prepare: tpm is (layout, n, g, indptr, indices, values, var_names)");
+    tpm_src = count_source(tpm[0].cast<std::string>(), tpm[1].cast<std::int64_t>(),
+                           tpm[2].cast<std::int64_t>(), tpm[3].cast<py::array>(),
+                           tpm[4].cast<py::array>(), tpm[5].cast<py::array>(), {},
+                           tpm[6].cast<std::vector<std::string>>(), "tpm");
+  }
   knmf::prepare::PrepareResult r;
   {
     py::gil_scoped_release release;
-    r = knmf::prepare::cnmf_prepare_counts(src, numgenes, genes, nullptr,
+    r = knmf::prepare::cnmf_prepare_counts(src, numgenes, genes, tpm_src ? &*tpm_src : nullptr,
                                            "knmf.prepare(numgenes=...)");
   }
   py::dict out;
@@ -556,7 +569,7 @@ PYBIND11_MODULE(_knmf, m) {
   m.def("_prepare", &prepare, py::arg("layout"), py::arg("n"), py::arg("g"),
         py::arg("indptr").noconvert(), py::arg("indices").noconvert(),
         py::arg("values").noconvert(), py::arg("obs_names"), py::arg("var_names"),
-        py::arg("numgenes"), py::arg("genes"), py::arg("name"));
+        py::arg("numgenes"), py::arg("genes"), py::arg("name"), py::arg("tpm"));
   m.def("_consensus", &consensus, py::arg("n"), py::arg("g"), py::arg("indptr").noconvert(),
         py::arg("indices").noconvert(), py::arg("data").noconvert(),
         py::arg("spectra").noconvert(), py::arg("k"), py::arg("tpm"), py::arg("hvg_columns"),

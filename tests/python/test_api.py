@@ -289,6 +289,37 @@ def test_consensus_k_selection_and_tl_cnmf_equal_the_driver(sim, tmp_path):
     assert np.array_equal(c.starcat, load(f"run.starcat_spectra.{tag}.df.npz"))
 
 
+def test_prepare_with_a_given_tpm_equals_the_driver(sim, tmp_path):
+    """tpm= is the driver's --tpm: a TPM given instead of the one computed from the counts
+    (here the computed one halved, so that using it shows in the statistics)."""
+    h5ad, _ = sim
+    counts, obs, var = read_h5ad_x(h5ad)
+    own = knmf.prepare(counts, 100, obs_names=obs, var_names=var)
+    half = own.tpm.multiply(np.float32(0.5)).tocsr()
+    given = anndata.AnnData(X=half)
+    given.obs_names, given.var_names = obs, var
+    given.write_h5ad(tmp_path / "half_tpm.h5ad")
+    run_driver("prepare", "-c", h5ad, "--tpm", tmp_path / "half_tpm.h5ad", "--output-dir",
+               tmp_path, "--name", "run", "-k", 3, "-n", 2, "--numgenes", 100, "--seed", 14)
+    tmp = tmp_path / "run" / "cnmf_tmp"
+    for t in (given, half, half.toarray()):
+        p = knmf.prepare(counts, 100, obs_names=obs, var_names=var, tpm=t)
+        stats = np.load(tmp / "run.tpm_stats.df.npz", allow_pickle=True)["data"]
+        assert np.array_equal(stats[:, 0], p.stats["mean"])
+        assert np.array_equal(stats[:, 1], np.sqrt(p.stats["var"]))
+        tpm, _, _ = read_h5ad_x(tmp / "run.tpm.h5ad")
+        assert np.array_equal(p.tpm.toarray(), tpm.toarray())
+        norm, _, names = read_h5ad_x(tmp / "run.norm_counts.h5ad")
+        assert p.gene_names == names and np.array_equal(p.norm_counts.data, norm.data)
+    assert np.allclose(p.stats["mean"], 0.5 * own.stats["mean"], rtol=1e-6)
+    with pytest.raises(ValueError, match="TPM matrix is"):
+        knmf.prepare(counts, 100, tpm=half[:-1])
+    swapped = given.copy()
+    swapped.var_names = list(reversed(var))
+    with pytest.raises(ValueError, match="the genes must be the same"):
+        knmf.prepare(counts, 100, obs_names=obs, var_names=var, tpm=swapped)
+
+
 def test_prepare_refuses_as_the_driver():
     rng = np.random.default_rng(4)
     counts = rng.poisson(1.0, (50, 40)).astype(np.float32)
