@@ -397,6 +397,7 @@ std::vector<CrossValidationK> cross_validate(const ExecSpace& space, const io::C
         out[ki].errors.insert(out[ki].errors.end(), errors[ki].begin(), errors[ki].end());
     }
   for (auto& row : out) {
+    row.replicates = cv.replicates;
     const double m = double(row.errors.size());
     double s = 0.0;
     for (double e : row.errors) s += e;
@@ -426,18 +427,30 @@ std::vector<CrossValidationK> cross_validate(const ExecSpace& space, const RowSo
 }
 
 namespace {
-/// Mean and variance (ddof 1) of the paired differences a.errors - b.errors; false when the
-/// rows cannot be paired (different counts, or fewer than two values).
+/// The row's errors as one value per block: the mean of each block's replicates.
+std::vector<double> block_means(const CrossValidationK& row) {
+  const size_t r = size_t(std::max(row.replicates, 1));
+  if (r == 1 || row.errors.size() % r != 0) return row.errors;
+  std::vector<double> out(row.errors.size() / r, 0.0);
+  for (size_t i = 0; i < row.errors.size(); ++i) out[i / r] += row.errors[i] / double(r);
+  return out;
+}
+
+/// Mean and variance (ddof 1) of the blocks' paired differences a - b (block_means); false
+/// when the rows cannot be paired (different counts, or fewer than two blocks). `blocks`: how
+/// many.
 bool paired_difference(const CrossValidationK& a, const CrossValidationK& b, double& mean,
-                       double& variance) {
-  if (a.errors.size() != b.errors.size() || a.errors.size() < 2) return false;
-  const double m = double(a.errors.size());
+                       double& variance, size_t& blocks) {
+  const auto ea = block_means(a), eb = block_means(b);
+  if (ea.size() != eb.size() || ea.size() < 2) return false;
+  blocks = ea.size();
+  const double m = double(ea.size());
   mean = 0.0;
-  for (size_t i = 0; i < a.errors.size(); ++i) mean += a.errors[i] - b.errors[i];
+  for (size_t i = 0; i < ea.size(); ++i) mean += ea[i] - eb[i];
   mean /= m;
   variance = 0.0;
-  for (size_t i = 0; i < a.errors.size(); ++i) {
-    const double d = a.errors[i] - b.errors[i] - mean;
+  for (size_t i = 0; i < ea.size(); ++i) {
+    const double d = ea[i] - eb[i] - mean;
     variance += d * d;
   }
   variance /= m - 1;
@@ -482,14 +495,14 @@ int choose_k(const std::vector<CrossValidationK>& rows, KChoiceRule rule) {
   if (rule == KChoiceRule::three_pooled_se) {
     // the noise of a difference between two k, from every pair of neighbouring rows
     double pooled = 0.0, mean = 0.0, variance = 0.0;
-    size_t pairs = 0;
+    size_t pairs = 0, blocks = 0;
     for (size_t i = 0; i + 1 < table.size(); ++i)
-      if (paired_difference(table[i], table[i + 1], mean, variance)) {
+      if (paired_difference(table[i], table[i + 1], mean, variance, blocks)) {
         pooled += variance;
         ++pairs;
       }
     const double se = pairs > 0 && pairs + 1 == table.size()
-                          ? std::sqrt(pooled / double(pairs) / double(b.errors.size()))
+                          ? std::sqrt(pooled / double(pairs) / double(blocks))
                           : b.std_error;
     for (const auto& row : table)
       if (row.mean <= b.mean + 3.0 * se) return row.k;  // b itself at the latest
@@ -499,9 +512,10 @@ int choose_k(const std::vector<CrossValidationK>& rows, KChoiceRule rule) {
   for (const auto& row : table) {
     if (row.k >= k) continue;
     double mean = 0.0, variance = 0.0;
-    // paired: the same blocks and replicates' seeds, so what they share cancels
-    const bool within = paired_difference(row, b, mean, variance)
-                            ? mean <= std::sqrt(variance / double(row.errors.size()))
+    size_t blocks = 0;
+    // paired: the same blocks, so what they share cancels
+    const bool within = paired_difference(row, b, mean, variance, blocks)
+                            ? mean <= std::sqrt(variance / double(blocks))
                             : row.mean <= b.mean + b.std_error;
     if (within) k = row.k;
   }

@@ -173,6 +173,43 @@ TEST(CrossValidation, ChooseK) {
   EXPECT_EQ(choose_k(t, R::one_se), 3);
 }
 
+// A block's replicates share its held-out data: the rules pair the blocks' means, so a
+// replicate that repeats its block's error (no new information) changes nothing, where
+// counting every value would shrink the standard error by sqrt(2).
+TEST(CrossValidation, ChooseKPairsTheBlocksNotTheReplicates) {
+  using R = KChoiceRule;
+  std::vector<CrossValidationK> blocks = {{2, 0, 0, 0, {0.50, 0.60, 0.40, 0.50}},
+                                          {3, 0, 0, 0, {0.33, 0.36, 0.30, 0.35}},
+                                          {4, 0, 0, 0, {0.28, 0.30, 0.28, 0.30}},
+                                          {5, 0, 0, 0, {0.31, 0.31, 0.31, 0.31}}};
+  for (auto& r : blocks)
+    for (double e : r.errors) r.mean += e / 4.0;
+  // pooled SE sqrt(mean(0.00543, 0.000367, 0.000133) / 4) = 0.0178: 3 is 0.045 above the
+  // minimum (4, 0.29), within 3 SE (0.053)
+  ASSERT_EQ(choose_k(blocks), 3);
+  auto twice = blocks;  // two replicates per block, each the block's error again
+  for (auto& r : twice) {
+    std::vector<double> e;
+    for (double v : r.errors) e.insert(e.end(), {v, v});
+    r.errors = e;
+    r.replicates = 2;
+  }
+  EXPECT_EQ(choose_k(twice), 3);
+  EXPECT_EQ(choose_k(twice, R::one_se), choose_k(blocks, R::one_se));
+  for (auto& r : twice) r.replicates = 1;  // the 8 values taken as independent: SE 0.0116
+  EXPECT_EQ(choose_k(twice), 4) << "0.045 is more than 3 x 0.0116 above the minimum";
+  // replicates that differ within a block: only their block's mean counts
+  auto spread = twice;
+  for (auto& r : spread) {
+    r.replicates = 2;
+    for (size_t i = 0; i < r.errors.size(); i += 2) {
+      r.errors[i] -= 0.02;
+      r.errors[i + 1] += 0.02;
+    }
+  }
+  EXPECT_EQ(choose_k(spread), 3);
+}
+
 TEST(CrossValidation, ChoiceRuleNames) {
   ASSERT_EQ(std::size(k_choice_rules), 3u);
   for (const auto r : k_choice_rules)

@@ -51,6 +51,9 @@ struct CrossValidationK {
   double sd = 0.0;          ///< their standard deviation (ddof 1; 0 for one value)
   double std_error = 0.0;   ///< sd / sqrt(count)
   std::vector<double> errors;  ///< block by block (cells' fold major), replicates inner
+  /// Values per block in `errors`. The rules of choose_k pair the blocks' means: a block's
+  /// replicates share its held-out data, so they are not independent values.
+  int replicates = 1;
 };
 
 /// The fold of each of `count` items: a permutation of [0, count) from `seed` (Fisher-Yates
@@ -140,15 +143,18 @@ std::vector<CrossValidationK> cross_validate(const ExecSpace& space, const RowSo
 enum class KChoiceRule {
   /// The default: the smallest k whose mean is within three standard errors of the smallest
   /// mean. The standard error is that of the mean of a paired difference between two k: the
-  /// variance of the blocks' differences e_k - e_k' for each pair of neighbouring rows, averaged
-  /// over all those pairs (pooled: one pair of a 2 x 2 grid has 3 degrees of freedom, too few
-  /// to trust alone), over the number of values per row. Three, not one: beyond the planted k
+  /// variance of the blocks' differences e_k - e_k' (each block's mean over its replicates) for
+  /// each pair of neighbouring rows, averaged over all those pairs (pooled: one pair of a 2 x 2
+  /// grid has 3 degrees of freedom, too few to trust alone), over the number of blocks. Chosen
+  /// with one replicate per block: more make the means more precise, and the rule moves
+  /// toward the smallest mean (perf/RESULTS.md section 15). Three, not one: beyond the planted k
   /// the error keeps falling by small, consistent amounts (perf/RESULTS.md section 15 gives
   /// how often each rule finds the planted k). Rows that cannot be paired (without `errors`,
   /// different counts, one value each): the smallest mean's std_error instead.
   three_pooled_se,
   /// The smallest k within one standard error of the smallest mean: of the paired differences
-  /// to it when both rows have their `errors`, else of the minimum's own mean (std_error).
+  /// to it (the blocks' means) when both rows have their `errors`, else of the minimum's own
+  /// mean (std_error).
   one_se,
   /// The k with the smallest mean.
   smallest_mean,
