@@ -10,7 +10,8 @@ stability column of cv_study.sh is not here.
   (simulate --cells 3000 --genes 1000 --programs K0-1 --activity 1 --seed S; prepare
    --numgenes 500 -k 2..2K0 -n 10 --seed 14; the cross-validation of the normalized counts
    with REPLICATES per block (default 1) on a FOLDS grid (default 2x2))
-Env: WORK (scratch folder; default a new one under /tmp). Needs numpy, scipy and h5py."""
+Env: WORK (scratch folder; default a new one under /tmp); SIM_ARGS (more `knmf simulate`
+options, e.g. "--bcv 0.1"; recorded as sim_args). Needs numpy, scipy and h5py."""
 import json
 import os
 import subprocess
@@ -32,6 +33,7 @@ seeds = [int(v) for v in sys.argv[3].split(",")]
 reps = int(sys.argv[4]) if len(sys.argv) > 4 else 1
 folds = tuple(int(v) for v in sys.argv[5].split("x")) if len(sys.argv) > 5 else (2, 2)
 work = os.environ.get("WORK") or tempfile.mkdtemp(prefix="knmf-cv-blocks.")
+sim_args = os.environ.get("SIM_ARGS", "").split()
 for K0 in k0s:
     for seed in seeds:
         d = os.path.join(work, f"k{K0}_s{seed}")
@@ -42,7 +44,7 @@ for K0 in k0s:
             quiet = dict(check=True, stdout=subprocess.DEVNULL)
             subprocess.run([driver, "simulate", "-o", f"{d}/sim.h5ad", "--cells", "3000",
                             "--genes", "1000", "--programs", str(K0 - 1), "--activity", "1",
-                            "--seed", str(seed)], **quiet)
+                            "--seed", str(seed), *sim_args], **quiet)
             subprocess.run([driver, "prepare", "--output-dir", d, "--name", "run", "-c",
                             f"{d}/sim.h5ad", "-k", *map(str, ks), "-n", "10", "--seed", "14",
                             "--numgenes", "500"], **quiet)
@@ -55,4 +57,5 @@ for K0 in k0s:
         t = knmf.k_selection(X, spectra, cross_validate=True, cv_folds=folds,
                              cv_replicates=reps, density_threshold=2.0)
         print(json.dumps(dict(K0=K0, seed=seed, replicates=reps, folds=list(folds), ks=ks,
+                              **(dict(sim_args=" ".join(sim_args)) if sim_args else {}),
                               errors=[list(map(float, e)) for e in t.cv_errors])), flush=True)
