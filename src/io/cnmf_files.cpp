@@ -298,7 +298,7 @@ std::string gene_list_difference(const std::vector<std::string>& a, const std::v
 }
 
 void write_cnmf_spectra(const std::string& path, const double* H_row_major, int k, std::int64_t g,
-                        const std::vector<std::string>& gene_names) {
+                        const std::vector<std::string>& gene_names, DeflateMemo* memo) {
   if (k < 1 || g < 0) input_error(path, ": invalid spectra shape ", k, " x ", g);
   if (static_cast<std::int64_t>(gene_names.size()) != g)
     input_error(path, ": ", gene_names.size(), " gene names for ", g, " genes");
@@ -309,7 +309,7 @@ void write_cnmf_spectra(const std::string& path, const double* H_row_major, int 
   df.index.reserve(static_cast<std::size_t>(k));
   for (int t = 1; t <= k; ++t) df.index.emplace_back(std::int64_t{t});
   df.columns.assign(gene_names.begin(), gene_names.end());
-  write_df_npz(path, df);
+  write_df_npz(path, df, memo);
 }
 
 }  // namespace knmf::io

@@ -246,7 +246,7 @@ static void require_utf8_labels(const DataFrame& df, const std::string& path) {
                                   std::to_string(i));
 }
 
-void write_df_npz(const std::string& path, const DataFrame& df) {
+void write_df_npz(const std::string& path, const DataFrame& df, DeflateMemo* memo) {
   check_shape(df, path);
   require_utf8_labels(df, path);
   if (df.is_object()) input_error(path, ": object-valued frames are not written (they need a pickle)");
@@ -273,7 +273,9 @@ void write_df_npz(const std::string& path, const DataFrame& df) {
       format_npy(from_labels(df.columns, path + ":columns"), path + ":columns.npy");
 
   AtomicFile file(path);
-  ZipWriter zip([&](const char* p, std::size_t n) { file.write(p, n); });
+  ZipWriteOptions zo;
+  zo.memo = memo;
+  ZipWriter zip([&](const char* p, std::size_t n) { file.write(p, n); }, zo);
   zip.add("data.npy", data_npy);
   zip.add("index.npy", index_npy);
   zip.add("columns.npy", columns_npy);

@@ -309,16 +309,12 @@ void ZipWriter::emit(const std::string& bytes) {
   offset_ += bytes.size();
 }
 
-void ZipWriter::add(const std::string& name, std::string_view data) {
-  KNMF_ASSERT(!finished_, "ZipWriter::add after finish");
-  for (const auto& w : written_)
-    if (w.entry.name == name) input_error("zip writer: duplicate entry name '", name, "'");
-  if (name.size() > kMax16) input_error("zip writer: entry name too long");
-
-  // Raw deflate (no zlib header), as ZIP wants; fed in chunks for > 4 GiB inputs.
+namespace {
+/// Raw deflate (no zlib header), as ZIP wants; fed in chunks for > 4 GiB inputs.
+std::string deflate_raw(std::string_view data, int level) {
   z_stream zs{};
-  if (deflateInit2(&zs, options_.level, Z_DEFLATED, -MAX_WBITS, 8, Z_DEFAULT_STRATEGY) != Z_OK)
-    input_error("zip writer: zlib deflateInit2 failed (level ", options_.level, ")");
+  if (deflateInit2(&zs, level, Z_DEFLATED, -MAX_WBITS, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+    input_error("zip writer: zlib deflateInit2 failed (level ", level, ")");
   std::string compressed;
   compressed.resize(static_cast<std::size_t>(deflateBound(&zs, static_cast<uLong>(std::min(data.size(), kChunk)))) + 64);
   std::size_t in_at = 0, out_at = 0;
@@ -340,12 +336,43 @@ void ZipWriter::add(const std::string& name, std::string_view data) {
   }
   deflateEnd(&zs);
   compressed.resize(out_at);
+  return compressed;
+}
+}  // namespace
+
+void ZipWriter::add(const std::string& name, std::string_view data) {
+  KNMF_ASSERT(!finished_, "ZipWriter::add after finish");
+  for (const auto& w : written_)
+    if (w.entry.name == name) input_error("zip writer: duplicate entry name '", name, "'");
+  if (name.size() > kMax16) input_error("zip writer: entry name too long");
+
+  const std::uint32_t crc = crc32_of(data);
+  DeflateMemo* memo = options_.memo && data.size() >= options_.memo->min_bytes_ ? options_.memo : nullptr;
+  const std::string* reused = nullptr;
+  if (memo)
+    for (auto it = memo->items_.begin(); it != memo->items_.end(); ++it)
+      if (it->crc == crc && it->level == options_.level && it->raw == data) {
+        std::rotate(memo->items_.begin(), it, it + 1);  // the most recent first
+        reused = &memo->items_.front().compressed;
+        ++memo->reused_;
+        break;
+      }
+  std::string deflated;
+  if (!reused) {
+    deflated = deflate_raw(data, options_.level);
+    if (memo) {
+      if (memo->items_.size() >= memo->entries_) memo->items_.pop_back();
+      memo->items_.insert(memo->items_.begin(),
+                          DeflateMemo::Item{std::string(data), deflated, options_.level, crc});
+    }
+  }
+  const std::string& compressed = reused ? *reused : deflated;
 
   Written w;
   w.entry.name = name;
   w.entry.method = 8;
   w.entry.flags = std::any_of(name.begin(), name.end(), [](char c) { return c & 0x80; }) ? 0x800 : 0;
-  w.entry.crc32 = crc32_of(data);
+  w.entry.crc32 = crc;
   w.entry.compressed_size = compressed.size();
   w.entry.uncompressed_size = data.size();
   w.entry.local_header_offset = offset_;

@@ -14,6 +14,7 @@
 #include "factorize_detail.hpp"
 #include "knmf/core/error.hpp"
 #include "knmf/io/cnmf_files.hpp"
+#include "knmf/io/zip.hpp"
 #include "knmf/results/writer.hpp"
 #include "knmf/run/factorize.hpp"
 
@@ -72,12 +73,13 @@ public:
     // replicate
     if (r.status == ReplicateStatus::non_finite) return;
     io::write_cnmf_spectra(paths_.iter_spectra(r.job.k, r.job.iter), r.H.data(), r.job.k, r.g,
-                           genes_);
+                           genes_, &memo_);
   }
 
 private:
   io::CnmfPaths paths_;
   std::vector<std::string> genes_;
+  io::DeflateMemo memo_;  // the gene names, deflated once for every file
 };
 
 /// --log-json: one line per replicate.

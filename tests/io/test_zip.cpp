@@ -146,6 +146,49 @@ TEST(Zip, ForcedZip64RoundTrip) {
   EXPECT_EQ(get32(bytes, cd + 42), 0xffffffffu);
 }
 
+/// The archive with its entries' DOS times and dates zeroed (local headers and central
+/// directory, walked by their sizes), so two writes a second apart compare equal.
+std::string without_times(std::string a) {
+  auto get16 = [&](std::size_t at) { return std::size_t(std::uint8_t(a[at])) | std::size_t(std::uint8_t(a[at + 1])) << 8; };
+  std::size_t at = 0;
+  while (get32(a, at) == 0x04034b50u) {  // local headers: time, date at 10; sizes at 18, 26, 28
+    put32(a, at + 10, 0);
+    at += 30 + get16(at + 26) + get16(at + 28) + get32(a, at + 18);
+  }
+  while (get32(a, at) == 0x02014b50u) {  // central directory: time, date at 12
+    put32(a, at + 12, 0);
+    at += 46 + get16(at + 28) + get16(at + 30) + get16(at + 32);
+  }
+  return a;
+}
+
+TEST(Zip, ADeflateMemoReusesRepeatedEntriesByteForByte) {
+  const std::vector<std::pair<std::string, std::string>> entries = {
+      {"data.npy", some_bytes(200000, 4)}, {"columns.npy", some_bytes(50000, 5)},
+      {"index.npy", "small"}};
+  knmf::io::DeflateMemo memo(1024);
+  knmf::io::ZipWriteOptions with;
+  with.memo = &memo;
+  const std::string plain = without_times(write_archive(entries));
+  EXPECT_EQ(without_times(write_archive(entries, with)), plain);
+  EXPECT_EQ(memo.reused(), 0u) << "nothing to reuse in the first archive";
+  EXPECT_EQ(without_times(write_archive(entries, with)), plain);
+  EXPECT_EQ(memo.reused(), 2u) << "both large entries again; the small one is not kept";
+  expect_round_trip(entries, with);
+  // the same size, one byte different: deflated anew, and read back as written
+  auto changed = entries;
+  changed[1].second[777] ^= 1;
+  const std::size_t before = memo.reused();
+  EXPECT_EQ(without_times(write_archive(changed, with)), without_times(write_archive(changed)));
+  EXPECT_EQ(memo.reused(), before + 1) << "only data.npy is the same";
+  expect_round_trip(changed, with);
+  // a memo of one entry: alternating inputs evict each other
+  knmf::io::DeflateMemo one(1024, 1);
+  with.memo = &one;
+  write_archive(entries, with);
+  EXPECT_EQ(one.reused(), 0u) << "columns.npy evicted data.npy";
+}
+
 TEST(Zip, PythonZipfileReadsWhatWeWrite) {
   ASSERT_TRUE(knmf::test::python_with_pandas());
   knmf::test::TempDir dir("knmf-zip");

@@ -16,6 +16,8 @@
 
 namespace knmf::io {
 
+class DeflateMemo;  // zip.hpp
+
 /// cNMF's density-threshold file-name fragment: Python's `str(threshold).replace('.', '_')`
 /// (0.5 -> "0_5", 2.0 -> "2_0", 0.01 -> "0_01").
 std::string density_threshold_string(double threshold);
@@ -176,8 +178,9 @@ std::string gene_list_difference(const std::vector<std::string>& a, const std::v
 /// Write one replicate's spectra as `cnmf factorize` does: `data` float64 k x g (H, row-major),
 /// `index` int64 1..k, `columns` the gene names. Atomic (temporary file + rename), so a file
 /// under the final name is always complete. InputError if gene_names.size() != g or the
-/// destination cannot be written.
+/// destination cannot be written. `memo`: the writer's deflated entries to reuse (the gene
+/// names repeat in every file of a run; zip.hpp, DeflateMemo).
 void write_cnmf_spectra(const std::string& path, const double* H_row_major, int k, std::int64_t g,
-                        const std::vector<std::string>& gene_names);
+                        const std::vector<std::string>& gene_names, DeflateMemo* memo = nullptr);
 
 }  // namespace knmf::io

@@ -23,6 +23,8 @@
 
 namespace knmf::io {
 
+class DeflateMemo;  // zip.hpp
+
 /// A row or column label: an integer (e.g. cNMF's component numbers 1..k, a RangeIndex)
 /// or a string (gene names, cell barcodes, `iter0_topic1`).
 using Label = std::variant<std::int64_t, std::string>;
@@ -72,7 +74,8 @@ DataFrame read_df_npz(const std::string& path);
 /// InputError naming the path when the destination cannot be written, or when the frame
 /// cannot be stored without pickles (object data, labels mixing ints and strings) or is
 /// inconsistent (vector sizes vs rows/cols).
-void write_df_npz(const std::string& path, const DataFrame& df);
+/// `memo`: deflated entries to reuse across files (zip.hpp, DeflateMemo); the same bytes.
+void write_df_npz(const std::string& path, const DataFrame& df, DeflateMemo* memo = nullptr);
 
 /// Write the frame as tab-separated text like `df.to_csv(path, sep='\t')` with pandas 1.5:
 /// a header line of an empty cell then the column labels, then one line per row: the index

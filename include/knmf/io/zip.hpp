@@ -67,10 +67,36 @@ private:
   std::vector<ZipEntry> entries_;
 };
 
+/// Deflated entries kept for reuse across archives. A ZipWriter given one
+/// (ZipWriteOptions::memo) deflates bytes it has seen before only once: cNMF's spectra files
+/// of a run all carry the same 128 KB of gene names, whose compression cost as much as the
+/// spectra's. The archives are byte for byte what they would be without it. Keeps the last
+/// few inputs of at least `min_bytes` (their bytes, to compare, and their deflate). Not
+/// thread-safe: one memo per writing thread.
+class DeflateMemo {
+public:
+  explicit DeflateMemo(std::size_t min_bytes = 4096, std::size_t entries = 4)
+      : min_bytes_(min_bytes), entries_(entries) {}
+  /// Entries written from the memo so far.
+  std::size_t reused() const { return reused_; }
+
+private:
+  friend class ZipWriter;
+  struct Item {
+    std::string raw, compressed;
+    int level = 0;
+    std::uint32_t crc = 0;
+  };
+  std::size_t min_bytes_, entries_, reused_ = 0;
+  std::vector<Item> items_;  ///< the most recent first
+};
+
 /// Options of ZipWriter.
 struct ZipWriteOptions {
   /// zlib compression level (0-9; 6 is zlib's and Python's default).
   int level = 6;
+  /// Where to find and keep the deflate of repeated entries (none: every entry deflated).
+  DeflateMemo* memo = nullptr;
   /// Write ZIP64 local/central extra fields and end records for every entry, as if the
   /// archive passed 4 GiB (tests use it; numpy's readers accept either form).
   bool force_zip64 = false;
