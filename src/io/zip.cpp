@@ -348,12 +348,12 @@ void ZipWriter::add(const std::string& name, std::string_view data) {
 
   const std::uint32_t crc = crc32_of(data);
   DeflateMemo* memo = options_.memo && data.size() >= options_.memo->min_bytes_ ? options_.memo : nullptr;
-  const std::string* reused = nullptr;
+  bool reused = false;
   if (memo)
     for (auto it = memo->items_.begin(); it != memo->items_.end(); ++it)
       if (it->crc == crc && it->level == options_.level && it->raw == data) {
         std::rotate(memo->items_.begin(), it, it + 1);  // the most recent first
-        reused = &memo->items_.front().compressed;
+        reused = true;
         ++memo->reused_;
         break;
       }
@@ -366,7 +366,7 @@ void ZipWriter::add(const std::string& name, std::string_view data) {
                           DeflateMemo::Item{std::string(data), deflated, options_.level, crc});
     }
   }
-  const std::string& compressed = reused ? *reused : deflated;
+  const std::string& compressed = reused ? memo->items_[0].compressed : deflated;
 
   Written w;
   w.entry.name = name;
