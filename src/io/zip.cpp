@@ -360,7 +360,7 @@ void ZipWriter::add(const std::string& name, std::string_view data) {
   std::string deflated;
   if (!reused) {
     deflated = deflate_raw(data, options_.level);
-    if (memo) {
+    if (memo && memo->entries_ > 0) {
       if (memo->items_.size() >= memo->entries_) memo->items_.pop_back();
       memo->items_.insert(memo->items_.begin(),
                           DeflateMemo::Item{std::string(data), deflated, options_.level, crc});

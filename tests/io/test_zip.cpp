@@ -187,6 +187,10 @@ TEST(Zip, ADeflateMemoReusesRepeatedEntriesByteForByte) {
   with.memo = &one;
   write_archive(entries, with);
   EXPECT_EQ(one.reused(), 0u) << "columns.npy evicted data.npy";
+  knmf::io::DeflateMemo none(1024, 0);  // keeps nothing
+  with.memo = &none;
+  EXPECT_EQ(without_times(write_archive(entries, with)), plain);
+  EXPECT_EQ(none.reused(), 0u);
 }
 
 TEST(Zip, PythonZipfileReadsWhatWeWrite) {
