@@ -436,21 +436,18 @@ std::vector<double> block_means(const CrossValidationK& row) {
   return out;
 }
 
-/// Mean and variance (ddof 1) of the blocks' paired differences a - b (block_means); false
-/// when the rows cannot be paired (different counts, or fewer than two blocks). `blocks`: how
-/// many.
-bool paired_difference(const CrossValidationK& a, const CrossValidationK& b, double& mean,
-                       double& variance, size_t& blocks) {
-  const auto ea = block_means(a), eb = block_means(b);
-  if (ea.size() != eb.size() || ea.size() < 2) return false;
-  blocks = ea.size();
-  const double m = double(ea.size());
+/// Mean and variance (ddof 1) of the paired differences a - b of two rows' block means; false
+/// when they cannot be paired (different counts, or fewer than two blocks).
+bool paired_difference(const std::vector<double>& a, const std::vector<double>& b, double& mean,
+                       double& variance) {
+  if (a.size() != b.size() || a.size() < 2) return false;
+  const double m = double(a.size());
   mean = 0.0;
-  for (size_t i = 0; i < ea.size(); ++i) mean += ea[i] - eb[i];
+  for (size_t i = 0; i < a.size(); ++i) mean += a[i] - b[i];
   mean /= m;
   variance = 0.0;
-  for (size_t i = 0; i < ea.size(); ++i) {
-    const double d = ea[i] - eb[i] - mean;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const double d = a[i] - b[i] - mean;
     variance += d * d;
   }
   variance /= m - 1;
@@ -492,30 +489,32 @@ int choose_k(const std::vector<CrossValidationK>& rows, KChoiceRule rule) {
     if (table[i].mean < table[best].mean) best = i;
   const auto& b = table[best];
   if (rule == KChoiceRule::smallest_mean) return b.k;
+  // the rows paired block by block (the same blocks, so what they share cancels)
+  std::vector<std::vector<double>> blocks;
+  for (const auto& row : table) blocks.push_back(block_means(row));
+  double mean = 0.0, variance = 0.0;
   if (rule == KChoiceRule::three_pooled_se) {
     // the noise of a difference between two k, from every pair of neighbouring rows
-    double pooled = 0.0, mean = 0.0, variance = 0.0;
-    size_t pairs = 0, blocks = 0;
+    double pooled = 0.0;
+    size_t pairs = 0;
     for (size_t i = 0; i + 1 < table.size(); ++i)
-      if (paired_difference(table[i], table[i + 1], mean, variance, blocks)) {
+      if (paired_difference(blocks[i], blocks[i + 1], mean, variance)) {
         pooled += variance;
         ++pairs;
       }
     const double se = pairs > 0 && pairs + 1 == table.size()
-                          ? std::sqrt(pooled / double(pairs) / double(blocks))
+                          ? std::sqrt(pooled / double(pairs) / double(blocks[best].size()))
                           : b.std_error;
     for (const auto& row : table)
       if (row.mean <= b.mean + 3.0 * se) return row.k;  // b itself at the latest
     return b.k;
   }
   int k = b.k;
-  for (const auto& row : table) {
+  for (size_t i = 0; i < table.size(); ++i) {
+    const auto& row = table[i];
     if (row.k >= k) continue;
-    double mean = 0.0, variance = 0.0;
-    size_t blocks = 0;
-    // paired: the same blocks, so what they share cancels
-    const bool within = paired_difference(row, b, mean, variance, blocks)
-                            ? mean <= std::sqrt(variance / double(blocks))
+    const bool within = paired_difference(blocks[i], blocks[best], mean, variance)
+                            ? mean <= std::sqrt(variance / double(blocks[best].size()))
                             : row.mean <= b.mean + b.std_error;
     if (within) k = row.k;
   }
