@@ -33,6 +33,7 @@
 #include "knmf/io/h5ad.hpp"
 #include "solver/detail/host_kernels.hpp"
 #include "knmf/matrix/gather_segments.hpp"
+#include "matrix/block_csc.hpp"
 #include "solver/detail/products.hpp"
 
 namespace {
@@ -47,21 +48,15 @@ struct Csr {
   std::int64_t rows() const { return std::int64_t(off.size()) - 1; }
 };
 
+/// Xᵀ as a CSR (X's CSC), with the library's transpose (src/matrix/block_csc.hpp).
 Csr transpose(const Csr& a) {
   Csr t;
   t.cols = a.rows();
-  t.off.assign(std::size_t(a.cols) + 1, 0);
-  for (auto j : a.idx) ++t.off[std::size_t(j) + 1];
-  for (std::size_t j = 0; j < std::size_t(a.cols); ++j) t.off[j + 1] += t.off[j];
+  t.off.resize(std::size_t(a.cols) + 1);
   t.idx.resize(a.idx.size());
   t.val.resize(a.val.size());
-  std::vector<std::int64_t> pos(t.off.begin(), t.off.end() - 1);
-  for (std::int64_t i = 0; i < a.rows(); ++i)
-    for (std::int64_t p = a.off[std::size_t(i)]; p < a.off[std::size_t(i) + 1]; ++p) {
-      const auto q = pos[std::size_t(a.idx[std::size_t(p)])]++;
-      t.idx[std::size_t(q)] = std::int32_t(i);
-      t.val[std::size_t(q)] = a.val[std::size_t(p)];
-    }
+  knmf::detail::csr_block_to_csc(a.rows(), a.cols, a.off.data(), a.idx.data(), a.val.data(), 0,
+                                 t.off.data(), t.idx.data(), t.val.data());
   return t;
 }
 
