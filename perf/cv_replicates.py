@@ -1,29 +1,23 @@
 #!/usr/bin/env python3
 """Issue 30: does the 3se rule (--cv-rule 3se) depend on the replicates per block? On
 perf/cv_blocks.py records made with REPLICATES > 1, the rule applied to
-  all-values   every (block, replicate) error as a value, as choose_k sees the table
-  block-means  each block's mean over its replicates, one value per block
+  all-values   every (block, replicate) error as a value (choose_k before 06114bd)
+  block-means  each block's mean over its replicates, one value per block (choose_k now)
   replicate-0  the first replicate of each block only (what one replicate per block gives)
-and how often each finds the planted K0.
+and how often each finds the planted K0. The rule is perf/cv_rules.py's.
 
   perf/cv_replicates.py FILE.jsonl [...]
 Needs numpy."""
 import json
+import os
 import sys
 
 import numpy as np
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cv_rules import pooled  # noqa: E402  (3se as choose_k computes it)
 
-def three_se(E, ks):
-    """The smallest k within 3 pooled paired standard errors of the smallest mean; E is
-    (k, values), the values paired across k (as choose_k in cross_validation.cpp)."""
-    means = E.mean(1)
-    b = int(np.argmin(means))
-    var = [np.var(E[i] - E[i + 1], ddof=1) for i in range(len(ks) - 1)]
-    se = np.sqrt(np.mean(var) / E.shape[1])
-    return next(k for i, k in enumerate(ks) if means[i] <= means[b] + 3 * se)
-
-
+three_se = pooled(3)
 choices = {}
 for path in sys.argv[1:]:
     for line in open(path):
@@ -33,7 +27,7 @@ for path in sys.argv[1:]:
         B = E.reshape(len(ks), E.shape[1] // reps, reps)
         for name, values in (("all-values", E), ("block-means", B.mean(2)),
                              ("replicate-0", B[:, :, 0])):
-            choices.setdefault((r["K0"], name), []).append(three_se(values, ks))
+            choices.setdefault((r["K0"], name), []).append(three_se(ks, values))
 print("| K0 | 3se on | found K0 | choices |\n|---|---|---|---|")
 for (K0, name), v in sorted(choices.items()):
     print(f"| {K0} | {name} | {sum(k == K0 for k in v)}/{len(v)} | {', '.join(map(str, v))} |")

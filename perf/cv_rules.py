@@ -6,11 +6,20 @@ from: c standard errors of the paired difference to the minimum (pc), the smalle
 larger k beats by c paired standard errors (fc), and c pooled standard errors (the standard
 error of a difference between neighbouring k, pooled over k; 3se is c = 3).
 
+Each rule sees one value per block, the mean of the block's replicates, as choose_k pairs them.
+
   perf/cv_rules.py FILE.jsonl [FILE.jsonl ...]     (one table per file)"""
 import json
 import sys
 
 import numpy as np
+
+
+def block_means(run):
+    """The run's errors per k as one value per block (the mean of its replicates)."""
+    E = np.asarray(run["errors"])
+    reps = run.get("replicates", run.get("reps", 1))
+    return E.reshape(E.shape[0], E.shape[1] // reps, reps).mean(axis=2)
 
 
 def paired(e, i, j):
@@ -60,18 +69,23 @@ RULES = {"min": smallest_mean, "1se": paired_se(1), "3se": pooled(3),
          **{f"f{c}": no_larger_better(c) for c in (1, 2, 3)},
          **{f"pooled{c}": pooled(c) for c in (1, 2, 2.5, 4)}}
 
-for path in sys.argv[1:]:
-    runs = [json.loads(line) for line in open(path)]
-    k0s = sorted({r["K0"] for r in runs})
-    seeds = sorted({r["seed"] for r in runs})
-    print(f"{path}: {len(runs)} runs, seeds {seeds[0]}-{seeds[-1]}; per K0: hits/runs (misses)")
-    print("| rule | " + " | ".join(f"K0 = {k}" for k in k0s) + " |")
-    print("|---|" + "---|" * len(k0s))
-    for name, rule in RULES.items():
-        cells = []
-        for K0 in k0s:
-            chosen = [rule(r["ks"], r["errors"]) for r in runs if r["K0"] == K0]
-            hits = sum(c == K0 for c in chosen)
-            miss = ", ".join(str(c) for c in chosen if c != K0)
-            cells.append(f"{hits}/{len(chosen)}" + (f" ({miss})" if miss else ""))
-        print(f"| {name} | " + " | ".join(cells) + " |")
+def main(paths):
+    for path in paths:
+        runs = [json.loads(line) for line in open(path)]
+        k0s = sorted({r["K0"] for r in runs})
+        seeds = sorted({r["seed"] for r in runs})
+        print(f"{path}: {len(runs)} runs, seeds {seeds[0]}-{seeds[-1]}; per K0: hits/runs (misses)")
+        print("| rule | " + " | ".join(f"K0 = {k}" for k in k0s) + " |")
+        print("|---|" + "---|" * len(k0s))
+        for name, rule in RULES.items():
+            cells = []
+            for K0 in k0s:
+                chosen = [rule(r["ks"], block_means(r)) for r in runs if r["K0"] == K0]
+                hits = sum(c == K0 for c in chosen)
+                miss = ", ".join(str(c) for c in chosen if c != K0)
+                cells.append(f"{hits}/{len(chosen)}" + (f" ({miss})" if miss else ""))
+            print(f"| {name} | " + " | ".join(cells) + " |")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
