@@ -3,8 +3,11 @@
 #
 #   cmake/bootstrap.sh                  OpenMP + Serial build; prints its prefix on the last line
 #   cmake/bootstrap.sh --cuda 90|80     CUDA (+ OpenMP + Serial) for sm_90 (Hopper) or sm_80 (Ampere)
+#   cmake/bootstrap.sh --prefix-only    step 2 only: no Debian package, nothing changed outside the
+#                                       cache (what `pip install .` runs: setup.py)
 #
-# 1. installs the Debian packages knmf builds against (skipped when KNMF_SKIP_APT=1 or not root);
+# 1. installs the Debian packages knmf builds against (skipped when KNMF_SKIP_APT=1 or not root)
+#    and selects OpenBLAS' OpenMP variant;
 # 2. builds Kokkos 4.6.01 + Kokkos Kernels 4.6.01 from their official release tarballs into a
 #    cache prefix outside the repository, keyed by version, options and patches, and reuses it.
 #
@@ -20,11 +23,13 @@ set -euo pipefail
 
 variant=openmp
 cuda_arch=""
+system=1
 while (($#)); do
   case "$1" in
+    --prefix-only) system=0; shift ;;
     --cuda) variant=cuda; cuda_arch=${2:-}; shift 2 || { echo "bootstrap.sh: --cuda needs 80 or 90" >&2; exit 2; } ;;
     --cuda=*) variant=cuda; cuda_arch=${1#--cuda=}; shift ;;
-    -h|--help) sed -n 2,18p "$0"; exit 0 ;;
+    -h|--help) sed -n 2,21p "$0"; exit 0 ;;
     *) echo "bootstrap.sh: unknown option '$1'" >&2; exit 2 ;;
   esac
 done
@@ -52,10 +57,11 @@ pkgs=(cmake ninja-build g++ pkg-config ccache curl ca-certificates libhdf5-dev l
       python3-numpy python3-scipy python3-sklearn python3-pandas python3-h5py python3-anndata
       python3-yaml universal-ctags  # (tests/core/check_code_size.py: functions' end lines)
       python3-dev pybind11-dev python3-pytest  # the Python module (python/) and its tests
+      python3-venv python3-setuptools python3-wheel  # pip install . (setup.py) into a venv
       clang-14 libclang-rt-14-dev)  # libFuzzer + sanitizers (libclang_rt.fuzzer): tests/fuzz
 # (libopenblas-dev is BLAS for Kokkos Kernels and LAPACK for the NNDSVD init: find_package(LAPACK)
 # with BLA_VENDOR=OpenBLAS; python3-sklearn/scipy are only for tests/scripts/make_golden_*.py)
-if [[ "${KNMF_SKIP_APT:-0}" != 1 ]]; then
+if ((system)) && [[ "${KNMF_SKIP_APT:-0}" != 1 ]]; then
   missing=()
   for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
@@ -71,7 +77,7 @@ if [[ "${KNMF_SKIP_APT:-0}" != 1 ]]; then
 fi
 # OpenBLAS' OpenMP variant: the pthread one pins all BLAS threads to one core when
 # OMP_PROC_BIND/OMP_PLACES are set (Kokkos recommends setting them).
-if [[ $(id -u) -eq 0 ]] && command -v update-alternatives >/dev/null; then
+if ((system)) && [[ $(id -u) -eq 0 ]] && command -v update-alternatives >/dev/null; then
   for lib in libopenblas.so.0 libopenblas.so libblas.so.3 libblas.so liblapack.so.3 liblapack.so; do
     f=/usr/lib/x86_64-linux-gnu/openblas-openmp/$lib
     [[ -e $f ]] && update-alternatives --set "$lib-x86_64-linux-gnu" "$f" >/dev/null 2>&1 || true
