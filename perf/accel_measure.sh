@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The measurements of perf/RESULTS.md section 12 (issue 17), one JSON line per job from
+# The measurements of perf/studies/accelerated-cd.md (issue 17), one JSON line per job from
 # knmf_bench_accel into perf/results/accel/, summarized by perf/accel_summary.py:
 #   pbmcA   cNMF's pbmcA run (80 jobs, sparse): fp64 with the defaults, fp32, and the
 #           accelerated mode's settings scanned (--sweeps 2 / 3, alpha 0.25, eps 0.3 / 0.5)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Accelerated CD (--inner-sweeps auto) against the exact mode and against scikit-learn as cNMF
 # runs it, on cNMF's prepared pbmcA run (2,896 cells x 2,000 genes, 80 jobs, k = 5..8), side by
-# side in one run (perf/RESULTS.md section 11):
+# side in one run (perf/studies/accelerated-cd.md):
 #   * end to end: `knmf factorize --output-dir --name` (cNMF mode) exact and accelerated, and
 #     perf/peers/sklearn_peer.py (1 thread), alternating, RUNS times each; wall seconds;
 #   * agreement: `knmf k-selection` and `knmf consensus --components K --local-density-threshold

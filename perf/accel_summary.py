@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Tables of perf/RESULTS.md section 12 from knmf_bench_accel's JSON lines (perf/accel_measure.sh).
+"""Tables of perf/studies/accelerated-cd.md from knmf_bench_accel's JSON lines (perf/accel_measure.sh).
 
   perf/accel_summary.py perf/results/accel/NAME.jsonl ...
 

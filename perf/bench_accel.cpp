@@ -1,6 +1,5 @@
 // Accelerated coordinate descent (--inner-sweeps) against scikit-learn's CD (the exact mode),
-// job by job, side by side in one process: the instrument behind perf/RESULTS.md sections 11
-// and 12.
+// job by job, side by side in one process: the instrument behind perf/studies/accelerated-cd.md.
 //
 //   knmf_bench_accel (--input norm_counts.h5ad | --n N --g G) (-k 5,6,7
 //       [--jobs J] [--seed S] | --job-table nmf_params.df.npz) [--dtype float|double]

@@ -1,5 +1,5 @@
-// The machine figures of the roofline model (perf/gpu_projection.py, perf/RESULTS.md section
-// 14), measured with the project's own threads (Kokkos' OpenMP pool, as the solver runs):
+// The machine figures of the roofline model (perf/gpu_projection.py, perf/studies/roofline.md),
+// measured with the project's own threads (Kokkos' OpenMP pool, as the solver runs):
 //
 //   knmf_bench_machine [--quick] [--isa avx2|scalar]
 //

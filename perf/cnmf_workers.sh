@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# knmf factorize against cNMF's own factorize on the same cores (issue 29; perf/RESULTS.md
-# section 3): cNMF's prepared pbmcA run (2,896 cells x 2,000 genes, 80 jobs, k = 5..8), each
-# runner on a fresh copy of the prepare folder, alternating runner by runner, ROUNDS rounds:
+# knmf factorize against cNMF's own factorize on the same cores (issue 29;
+# perf/studies/same-cores.md): cNMF's prepared pbmcA run (2,896 cells x 2,000 genes, 80 jobs,
+# k = 5..8), each runner on a fresh copy of the prepare folder, alternating runner by runner, ROUNDS rounds:
 #   knmf        knmf factorize --output-dir --name (cNMF mode, exact CD), Kokkos' threads = cores
 #   knmf-accel  the same with --inner-sweeps auto (the accelerated CD mode)
 #   knmf-base   the same with a second build (KNMF_BASE=BUILD_DIR, e.g. the commit before)

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""GPU projection of issue 17 (perf/RESULTS.md section 12): the seed study's workload, 2.4 M cells
+"""GPU projection of issue 17 (perf/studies/accelerated-cd.md): the seed study's workload, 2.4 M cells
 x 2,000 genes, k in {2, 4, 6, 12, 16, 18, 20, 22, 24, 36, 48, 60}, 100 replicates each, as hours
 on an A100-80GB and an H200, for knmf's exact CD and the accelerated mode, against the 9.8 h
 the PyTorch engine took on the A100.
@@ -19,7 +19,7 @@ the medians measured on the CPU (bench_accel's JSON lines), in two variants: the
 2,000 for k = 20 and 60 (with pbmcA below), interpolated in log k and held constant outside. Iteration counts at 2.4 M cells are not known; they are the model's weakest
 input, and they scale both modes alike.
 
-The same file holds the roofline model of perf/RESULTS.md section 14 (issue 29), which
+The same file holds the roofline model of perf/studies/roofline.md (issue 29), which
 perf/roofline_table.py prints against the measured kernels: the machines (cpu_machine(): this
 CPU from knmf_bench_machine's JSON; gpu_machine(): an A100, an H100 or an H200 from the vendor
 figures VENDOR_GPUS), iteration_kernels() (the minimum bytes each kernel of one iteration must
@@ -52,7 +52,7 @@ PYTORCH_A100_HOURS = 9.8
 
 
 # ------------------------------------------------------------------------ the roofline model
-# (perf/RESULTS.md section 14, issue 29). Units: bytes, flops, seconds, bytes/s, flop/s.
+# (perf/studies/roofline.md, issue 29). Units: bytes, flops, seconds, bytes/s, flop/s.
 
 INDEX_BYTES, OFFSET_BYTES = 4, 8  # a stored entry's column index; a row offset (CSR/CSC)
 SLOT_CHUNK = 1024                 # columns per chunk of the per-slot reductions (kernels.hpp)

@@ -1,6 +1,6 @@
 #pragma once
 // Time per Kokkos kernel and per profiling region of this process, from in-process Kokkos
-// Tools callbacks (no tool library): the per-kernel timings of perf/RESULTS.md section 14.
+// Tools callbacks (no tool library): the per-kernel timings of perf/studies/roofline.md.
 //
 // Keys are paths: the enclosing regions' names and the kernel's (or region's) own, joined by
 // '/', e.g. "knmf::solver::run/knmf::mu::iteration/knmf::mu::update_W/knmf::spmm_gather", so

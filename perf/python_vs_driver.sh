@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# knmf.factorize from Python against the driver on cNMF's pbmcA run (issue 31; perf/RESULTS.md
-# section 3): the same 80 jobs (k = 5..8, the run's own seeds: cNMF's table from seed 14),
-# alternating, ROUNDS rounds, each a whole process on a fresh copy of the prepare folder:
+# knmf.factorize from Python against the driver on cNMF's pbmcA run (issue 31;
+# perf/studies/python-vs-driver.md): the same 80 jobs (k = 5..8, the run's own seeds: cNMF's
+# table from seed 14), alternating, ROUNDS rounds, each a whole process on a fresh copy of the
+# prepare folder:
 #   driver   knmf factorize pbmcA.norm_counts.h5ad -o r.h5 -k 5 6 7 8 --n-iter 20 --seed 14
 #            (native mode: reads the .h5ad, writes the spectra into one results file)
 #   python   /usr/bin/python3: import knmf, read X (h5py, scipy CSR) and the job table, one

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The roofline measurements of perf/RESULTS.md section 14 (issue 29): this CPU's figures
+# The roofline measurements of perf/studies/roofline.md (issue 29): this CPU's figures
 # (knmf_bench_machine) and the per-kernel timings of an iteration (knmf_bench_iteration
 # --kernels) at n = 3,000 to 1,000,000, raw JSON lines into perf/results/roofline_<TAG>/;
 # perf/roofline_table.py prints the tables from them.

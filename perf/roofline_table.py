@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The tables of perf/RESULTS.md section 14 (issue 29): an iteration's kernels, measured
+"""The tables of perf/studies/roofline.md (issue 29): an iteration's kernels, measured
 (knmf_bench_iteration --kernels), against their roofline bounds on this CPU (the model in
 perf/gpu_projection.py, this CPU's figures from knmf_bench_machine).
 

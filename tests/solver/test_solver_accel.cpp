@@ -196,7 +196,7 @@ TEST_F(AcceleratedCd, RepeatsStopAtEpsOrTheLimit) {
 TEST_F(AcceleratedCd, ReachesTheExactObjectiveWithFewerProducts) {
   // cNMF's pbmcA run, k = 7: scikit-learn's CD (tol 1e-4) against the accelerated mode
   // stopped after 3/4 of the exact mode's iterations (each iteration: two products with X).
-  // perf/RESULTS.md section 11 measures how many it needs (the median: about half).
+  // perf/studies/accelerated-cd.md measures how many it needs (the median: about half).
   const auto& X = real_csr<double>();
   SolverOptions exact;
   for (std::int64_t seed : {5678, 748955}) {
@@ -242,7 +242,7 @@ TEST_F(AcceleratedCd, MuGetsFurtherWithTheSameProducts) {
   // pbmcA, k = 7: after half of scikit-learn's MU iterations (tol 1e-4), the accelerated MU
   // (as many products with X) is below scikit-learn's MU after the same iterations, for most
   // seeds: a replicate can also be taken into the higher of pbmcA's two k = 7 minima (2306.5
-  // and 2311.2; perf/RESULTS.md section 12), which seed 748955 is.
+  // and 2311.2; perf/studies/accelerated-cd.md), which seed 748955 is.
   const auto& X = real_csr<double>();
   SolverOptions exact;
   exact.solver = SolverKind::mu;

@@ -147,8 +147,8 @@ enum class KChoiceRule {
   /// each pair of neighbouring rows, averaged over all those pairs (pooled: one pair of a 2 x 2
   /// grid has 3 degrees of freedom, too few to trust alone), over the number of blocks. Chosen
   /// with one replicate per block: more make the means more precise, and the rule moves
-  /// toward the smallest mean (perf/RESULTS.md section 15). Three, not one: beyond the planted k
-  /// the error keeps falling by small, consistent amounts (perf/RESULTS.md section 15 gives
+  /// toward the smallest mean (perf/studies/cross-validation.md). Three, not one: beyond the planted k
+  /// the error keeps falling by small, consistent amounts (perf/studies/cross-validation.md gives
   /// how often each rule finds the planted k). Rows that cannot be paired (without `errors`,
   /// different counts, one value each): the smallest mean's std_error instead.
   three_pooled_se,

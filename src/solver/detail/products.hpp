@@ -272,7 +272,7 @@ void x_times_ht(const ExecSpace& space, const CsrMatrix<T>& X, const Matrix<T>& 
 /// than one block of cells, in cell blocks (CsrMatrix::xt_cell_blocks): for each block, every
 /// gene's entries of that block, continuing its sum; the same sums in the same order as one
 /// pass, but W is read from memory once instead of once per gene that touches a cell (a
-/// gather over a W of 1M cells x 80 values: 1.68 s per product, perf/RESULTS.md section 14).
+/// gather over a W of 1M cells x 80 values: 1.68 s per product, perf/studies/roofline.md).
 template <class T>
 void wt_times_x(const ExecSpace& space, const CsrMatrix<T>& X, const Matrix<T>& W,
                 const Matrix<T>& Q, GatherScratch<T>& scratch) {
