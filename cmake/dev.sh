@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One-command set-up, build and run for a fresh Debian 12 machine (see README.md).
 #
-#   cmake/dev.sh demo             install deps, build knmf, run the built-in demo (the main job)
+#   cmake/dev.sh demo             install deps, build the knmf driver, run the built-in demo (the main job)
 #   cmake/dev.sh test             install deps, build knmf and its tests, run ctest
 #   cmake/dev.sh build            install deps and build only
 #   cmake/dev.sh cuda-build [90|80]  build everything for CUDA (Kokkos 4.6.01 + nvcc) for sm_90
@@ -27,7 +27,7 @@ cmd=${1:-test}; shift || true
 jobs=${KNMF_BUILD_JOBS:-$(nproc)}
 ctest_jobs=${KNMF_CTEST_JOBS:-$(nproc)}
 
-configure_build() {  # $1 build dir, $2 prefix, rest: cmake args
+configure_build() {  # $1 build dir, $2 prefix, rest: cmake args; builds $build_target (default all)
   local bdir=$1 prefix=$2; shift 2
   local launcher=()
   if command -v ccache >/dev/null && [[ "${KNMF_CCACHE:-1}" != 0 ]]; then
@@ -44,8 +44,9 @@ configure_build() {  # $1 build dir, $2 prefix, rest: cmake args
   fi
   cmake -G Ninja -S . -B "$bdir" -DCMAKE_BUILD_TYPE=Release "${launcher[@]}" \
     -DKokkos_ROOT="$prefix" -DKokkosKernels_ROOT="$prefix" "$@" ${KNMF_CMAKE_ARGS:-}
-  cmake --build "$bdir" -j "$jobs"
+  cmake --build "$bdir" -j "$jobs" ${build_target:+--target "$build_target"}
 }
+build_target=""
 
 # The Python module (python/, docs/python.md) for Debian's Python, which has numpy, scipy and
 # pytest (another python3 first on PATH, e.g. pyenv's, may lack them): KNMF_PYTHON to choose.
@@ -56,9 +57,11 @@ case "$cmd" in
     prefix=$(cmake/bootstrap.sh | tail -n1)
     bdir=${KNMF_BUILD_DIR:-build}
     # The benchmarks (perf/) are built by `build` and by the device-kernels and CUDA builds
-    # (CI), not by `test`: no test runs them.
+    # (CI), not by `test`: no test runs them. `demo` configures as `test` does (so the one after
+    # the other reconfigures nothing) and builds only the driver and what it links.
     perf=ON
-    [[ $cmd == test ]] && perf=OFF
+    [[ $cmd == test || $cmd == demo ]] && perf=OFF
+    [[ $cmd == demo ]] && build_target=knmf_driver
     configure_build "$bdir" "$prefix" -DKNMF_ENABLE_MPI=ON -DKNMF_ENABLE_PERF=$perf "${python[@]}"
     export OMP_PROC_BIND=${OMP_PROC_BIND:-spread} OMP_PLACES=${OMP_PLACES:-threads}
     case "$cmd" in
