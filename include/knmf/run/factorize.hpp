@@ -79,8 +79,9 @@ struct FactorizeConfig {
 };
 
 /// Density below which a sparse X is kept sparse on the device: the measured crossover of the
-/// sparse gathers against dense GEMM on the CPU (MU, fp32, 200,000 x 2,000, R k = 80: time
-/// ratio 0.99 at 20%, 1.62 at 35%; perf/RESULTS.md section 2).
+/// sparse gathers against dense GEMM on the CPU (MU, fp32, 200,000 x 2,000, R k = 80), set from
+/// a run of 2026-11-29 (time ratio 0.99 at 20%, 1.62 at 35%); perf/RESULTS.md section 2 holds
+/// the latest run (`perf/run.sh --only sparse`), which put it lower, at 13%.
 inline constexpr double sparse_density_crossover = 0.20;
 
 /// The device format chosen for X and why (one line for the plan).
