@@ -73,9 +73,18 @@ def names_for(rel, namer_dir):
     return {s for s in spell if not s.startswith("..")}
 
 
-def mentioned(text, spelling):
-    # the spelling, not as the tail of a longer name (x.json must not match max.json)
-    return re.search(r"(?<![A-Za-z0-9_.-])" + re.escape(spelling) + r"(?![A-Za-z0-9_])", text)
+def suffixes(text):
+    """Every path-like token of a text and each of its tails after a "/": what it names. A
+    spelling is named when it is one of these (so x.json is not named by max.json)."""
+    out = set()
+    for tok in TOKEN.findall(text):
+        tok = tok.strip("'\"[]").rstrip(".")
+        parts = tok.split("/")
+        for i in range(len(parts)):
+            tail = "/".join(parts[i:])
+            if tail:
+                out.add(tail)
+    return out
 
 
 def main(root):
@@ -90,6 +99,7 @@ def main(root):
         rel = os.path.relpath(p, root).replace(os.sep, "/")
         texts[rel] = read(p)
     pats = {n: patterns(t) for n, t in texts.items()}
+    names = {n: suffixes(t) for n, t in texts.items()}
 
     unnamed = []
     for rel in sorted(files):
@@ -99,14 +109,14 @@ def main(root):
                 continue
             ndir = os.path.dirname(namer)
             spellings = names_for(rel, ndir)
-            if any(mentioned(text, s) for s in spellings):
+            if spellings & names[namer]:
                 named = True
             elif rel.startswith("perf/results/"):
                 # a folder below perf/results/ named as a folder
                 parts = rel[len("perf/results/"):].split("/")[:-1]
                 for i in range(1, len(parts) + 1):
                     d = "/".join(parts[:i]) + "/"
-                    if any(mentioned(text, s) for s in (d, "results/" + d, "perf/results/" + d)):
+                    if {d, "results/" + d, "perf/results/" + d} & names[namer]:
                         named = True
             if not named and any(fnmatch.fnmatchcase(s, p) for p in pats[namer] for s in spellings):
                 named = True
