@@ -389,15 +389,14 @@ def factorize(X, k, *, seeds=None, n_replicates=None, seed=14, solver="cd",
     k = _integer(k, "k", where, 1, None)  # and at most min(cells, genes), checked below
     if seeds is not None and n_replicates is not None:
         raise ValueError(f"{where}: give seeds or n_replicates, not both")
-    if seeds is None:
-        n = 1 if n_replicates is None else _integer(n_replicates, "n_replicates", where, 1)
-        seeds = cnmf_seeds(seed, n, [1])[1]  # one k's seeds: the same for every k
+    if seeds is None:  # drawn below, once X and the results' memory are checked
+        R = 1 if n_replicates is None else _integer(n_replicates, "n_replicates", where, 1)
+        seed = _integer(seed, "seed", where, 0, _SEED_MAX, _SEED)
     else:
         seeds = _integers(seeds, "seeds", where, 0, _SEED_MAX, _SEED)
-    if not seeds:
-        raise ValueError(f"{where}: seeds is empty")
-    if len(seeds) > _INT_MAX:
-        raise ValueError(f"{where}: {len(seeds)} seeds, more than {_INT_MAX} replicates")
+        R = len(seeds)
+        if R == 0 or R > _INT_MAX:
+            raise ValueError(f"{where}: {R} seeds: from 1 to {_INT_MAX} replicates are run")
     if dtype is not None:
         dtype = _compute_dtype(dtype, where)
     batch = 0 if batch is None else _integer(batch, "batch", where, 1)
@@ -414,9 +413,11 @@ def factorize(X, k, *, seeds=None, n_replicates=None, seed=14, solver="cd",
         raise ValueError(f"X is empty ({n} cells x {g} genes)")
     if k > min(n, g):  # the library's check, here for a k beyond its int as well
         raise ValueError(f"k = {k} exceeds min(cells, genes) = {min(n, g)} of X")
-    R = len(seeds)
-    _fits_in_memory(R * k * g * 8 + (R * n * k * np.dtype(dtype).itemsize if save_usages else 0),
-                    f"the results of {R} replicate(s)", where)
+    # every replicate's H (and W) in double in the library, then in the numpy arrays returned
+    usages = R * n * k * (8 + np.dtype(dtype).itemsize) if save_usages else 0
+    _fits_in_memory(R * k * g * 16 + usages, f"the results of {R} replicate(s)", where)
+    if seeds is None:
+        seeds = cnmf_seeds(seed, R, [1])[1]  # one k's seeds: the same for every k
     jobs = [(k, i, s) for i, s in enumerate(seeds)]
     if progress is True:
         progress = _progress_printer(len(seeds))
