@@ -22,7 +22,9 @@ SplitArgs split_kokkos_args(int argc, const char* const* argv);
 /// not of its type (as for knmf's own options), 1 for a value out of range. Renames
 /// --kokkos-threads (Kokkos 3's name, unknown to Kokkos 4) to --kokkos-num-threads.
 /// Without a thread count given, a process that may use more CPUs than Kokkos' OpenMP pool
-/// holds gets --kokkos-num-threads=max_kokkos_threads() added.
+/// holds gets --kokkos-num-threads=max_kokkos_threads() added. The values and limits are the
+/// library's (knmf/core/kokkos_settings.hpp: prepare_host_threads, which also gives OpenMP the
+/// count Kokkos will take).
 int check_kokkos_args(std::vector<std::string>& flags);
 /// The most threads Kokkos' host pool of this build holds (INT_MAX: no fixed limit).
 int max_kokkos_threads();

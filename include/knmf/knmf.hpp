@@ -20,6 +20,7 @@
 #include "knmf/core/host_access.hpp"
 #include "knmf/core/job.hpp"
 #include "knmf/core/kernel_set.hpp"
+#include "knmf/core/kokkos_settings.hpp"
 #include "knmf/core/options.hpp"
 #include "knmf/core/runtime.hpp"
 #include "knmf/core/types.hpp"

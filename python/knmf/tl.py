@@ -26,14 +26,30 @@ def cnmf(adata, ks, *, n_iter=100, seed=14, numgenes=2000, layer=None, component
                                   'gene_spectra_tpm' (k x genes)
     Returns the AnnData when copy=True, else None."""
     np = _api._numpy()
-    if copy:
-        adata = adata.copy()
-    ks = sorted({int(k) for k in ([ks] if isinstance(ks, int) else ks)})
+    where = "knmf.tl.cnmf"
+    # every argument checked before the first step runs (the contract: docs/python.md)
+    one_k = not isinstance(ks, (str, bytes)) and not hasattr(ks, "__iter__")
+    ks = sorted(set(_api._integers([ks] if one_k else ks, "ks", where, 1)))
     if not ks:
-        raise ValueError("ks is empty")
+        raise ValueError(f"{where}: ks is empty")
+    n_iter = _api._integer(n_iter, "n_iter", where, 1)
+    seed = _api._integer(seed, "seed", where, 0, _api._SEED_MAX, _api._SEED)
+    if components is not None:
+        components = _api._integer(components, "components", where, 1)
+    key_added = _api._text(key_added, "key_added", where)
+    copy = _api._flag(copy, "copy", where)
+    cross_validate = _api._flag(cross_validate, "cross_validate", where)
+    if batch is not None:
+        batch = _api._integer(batch, "batch", where, 1)
+    _api._progress(progress, where)
+    density_threshold = _api._real(density_threshold, "density_threshold", where)
     if components is None and not cross_validate:
         raise ValueError("components=None takes the k that cross-validation chooses: "
                          "give components= or leave cross_validate=True")
+    if components is not None and components not in ks:
+        raise ValueError(f"components = {components} is not one of ks {ks}")
+    if copy:
+        adata = adata.copy()
     prepared = _api.prepare(adata, numgenes, layer=layer)
     seeds = _api.cnmf_seeds(seed, n_iter, ks)
     runs = {k: _api.factorize(prepared.norm_counts, k, seeds=seeds[k], batch=batch,
@@ -44,9 +60,7 @@ def cnmf(adata, ks, *, n_iter=100, seed=14, numgenes=2000, layer=None, component
         k, chosen_by = table.cv_choice, "cross-validation"
         print(f"knmf.tl.cnmf: cross-validation chooses k = {k} (most stable k: {table.stable_k})")
     else:
-        k, chosen_by = int(components), "components"
-        if k not in runs:
-            raise ValueError(f"components = {k} is not one of ks {ks}")
+        k, chosen_by = components, "components"
     c = _api.consensus(prepared, runs[k], density_threshold=density_threshold)
     adata.obsm["X_" + key_added] = np.asarray(c.usages)
     spectra = np.zeros((adata.n_vars, k), dtype=np.float64)

@@ -14,18 +14,22 @@
 
 #include <Kokkos_Core.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "knmf/core/error.hpp"
 #include "knmf/core/options.hpp"
 #include "knmf/consensus/consensus.hpp"
 #include "knmf/consensus/cross_validation.hpp"
+#include "knmf/core/kokkos_settings.hpp"
 #include "knmf/core/runtime.hpp"
 #include "knmf/matrix/host_x.hpp"
 #include "knmf/prepare/cnmf_prepare.hpp"
@@ -39,9 +43,11 @@ namespace py = pybind11;
 namespace {
 
 struct ModuleState {
-  bool we_initialized = false;  ///< this module called Kokkos::initialize
-  bool forked = false;          ///< a fork happened after Kokkos started its threads
-  int threads = 0;              ///< set_num_threads before the first use (0: OMP_NUM_THREADS)
+  bool we_initialized = false;     ///< this module called Kokkos::initialize
+  bool forked = false;             ///< a fork happened after Kokkos started its threads
+  int threads = 0;                 ///< set_num_threads before the first use (0: none given)
+  std::atomic<bool> exiting{false};  ///< the atexit hook ran: the interpreter is going away
+  std::atomic<int> live_calls{0};    ///< calls inside the library (LiveCall)
 };
 ModuleState state;
 
@@ -53,20 +59,90 @@ void require_usable() {
         "method, or call knmf in the parent");
   if (Kokkos::is_finalized())
     throw std::runtime_error("knmf: Kokkos was finalized in this process; knmf cannot run again");
+  if (state.exiting)
+    throw std::runtime_error("knmf: the interpreter is exiting; knmf cannot start a call");
 }
 
-/// Kokkos up (once), OpenBLAS' kernels chosen as the driver chooses them.
+/// Kokkos up (once), OpenBLAS' kernels chosen as the driver chooses them. The thread count
+/// and the environment Kokkos reads are checked first (the library's limits, as the driver's):
+/// Kokkos would abort, crash or hang on them, taking the interpreter with it.
 void ensure_initialized() {
   require_usable();
   if (Kokkos::is_initialized()) return;
+  const int threads = knmf::prepare_host_threads(
+      state.threads, "knmf.set_num_threads(n) before knmf's first computation");
   knmf::ensure_blas_kernels(0, nullptr);
   Kokkos::InitializationSettings settings;
-  if (state.threads > 0) settings.set_num_threads(state.threads);
+  if (threads > 0) settings.set_num_threads(threads);
   // Kokkos' start-up advice on OMP_PROC_BIND is for programs; binding here is what the
   // environment of the Python process says (OpenMP read it when it was loaded)
   settings.set_disable_warnings(true);
   Kokkos::initialize(settings);
   state.we_initialized = true;
+}
+
+/// A call that uses the library, counted from its start (GIL held) to its return, so that the
+/// atexit hook knows whether Kokkos can be finalized.
+struct LiveCall {
+  LiveCall() { ++state.live_calls; }
+  ~LiveCall() { --state.live_calls; }
+  LiveCall(const LiveCall&) = delete;
+  LiveCall& operator=(const LiveCall&) = delete;
+};
+
+/// The GIL released while the library computes, and taken back at the end: unless the
+/// interpreter is exiting (a daemon thread still inside knmf when atexit ran). Such a thread
+/// never touches Python again: taking the GIL during finalization ends the thread with a forced
+/// unwind, which, through this destructor, would abort the process. It stops counting as a
+/// live call (it holds no Kokkos View here) and sleeps until the process ends.
+class ComputeWithoutGil {
+public:
+  ComputeWithoutGil() : saved_(PyEval_SaveThread()) {}
+  ~ComputeWithoutGil() {
+    if (state.exiting) {
+      --state.live_calls;
+      for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
+    }
+    PyEval_RestoreThread(saved_);
+  }
+  ComputeWithoutGil(const ComputeWithoutGil&) = delete;
+  ComputeWithoutGil& operator=(const ComputeWithoutGil&) = delete;
+
+private:
+  PyThreadState* saved_;
+};
+
+/// The process's last exit handler before the C++ static objects are destroyed: it waits for
+/// calls still inside the library (a daemon thread's) to leave it. Kokkos' own static objects
+/// are destroyed after it (they were constructed before it was registered): a call still
+/// running then would crash the process in them.
+void wait_for_live_calls() {
+  while (state.live_calls > 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+}
+
+/// The atexit hook: no call may start after it, and Kokkos is finalized if this module started
+/// it. A factorize still running in another (daemon) thread is asked to stop (its progress hook
+/// returns false) and given `wait_seconds` to leave the library. A call still live then keeps
+/// Kokkos from being finalized (finalizing under a live View aborts the process), and the
+/// process's exit waits for it to leave the library (a factorize at its next iteration, the
+/// other calls at their end) before the static objects it uses are destroyed. Returns the calls
+/// still live and those stopped, for the package's one line on stderr.
+std::pair<int, int> finalize_at_exit(double wait_seconds) {
+  if (state.forked) return {0, 0};  // the parent's threads do not exist here
+  state.exiting = true;
+  const int live = state.live_calls;
+  if (live > 0) {
+    py::gil_scoped_release release;  // a stopping call may need the GIL once more
+    const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(wait_seconds);
+    while (state.live_calls > 0 && std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  const int still = state.live_calls;
+  if (still > 0)
+    std::atexit(wait_for_live_calls);
+  else if (state.we_initialized && Kokkos::is_initialized())
+    Kokkos::finalize();
+  return {still, live - still};
 }
 
 knmf::SolverOptions solver_options(const std::vector<std::pair<std::string, std::string>>& given,
@@ -95,6 +171,7 @@ py::dict run(const knmf::HostX& X, const std::vector<std::tuple<int, int, std::i
              const std::vector<std::pair<std::string, std::string>>& options, int batch,
              const std::string& format, bool save_usages, const py::object& progress,
              double progress_seconds) {
+  const LiveCall live;
   ensure_initialized();
   knmf::InMemoryOptions o;
   o.solver = solver_options(options, "knmf.factorize");
@@ -110,6 +187,7 @@ py::dict run(const knmf::HostX& X, const std::vector<std::tuple<int, int, std::i
   // run; the progress callback at most every progress_seconds and when the last replicate
   // finishes.
   o.on_progress = [&](const knmf::RunProgress& p) {
+    if (state.exiting) return false;  // the interpreter is exiting: stop, without Python
     py::gil_scoped_acquire gil;
     if (PyErr_CheckSignals() != 0) {
       PyErr_Clear();
@@ -134,7 +212,7 @@ py::dict run(const knmf::HostX& X, const std::vector<std::tuple<int, int, std::i
   };
   knmf::InMemoryResult r;
   {
-    py::gil_scoped_release release;
+    ComputeWithoutGil release;
     r = knmf::factorize_in_memory<T>(X, jobs, o, "X");
   }
   if (interrupted) {
@@ -331,6 +409,7 @@ py::dict prepare(const std::string& layout, std::int64_t n, std::int64_t g,
                  std::vector<std::string> obs_names, std::vector<std::string> var_names,
                  int numgenes, const std::vector<std::string>& genes, const std::string& name,
                  const py::tuple& tpm) {
+  const LiveCall live;
   require_usable();
   if (n <= 0 || g <= 0) knmf::input_error(name, " is empty (", n, " cells x ", g, " genes)");
   if (numgenes < 1) knmf::input_error("knmf.prepare: numgenes = ", numgenes, " must be at least 1");
@@ -347,7 +426,7 @@ py::dict prepare(const std::string& layout, std::int64_t n, std::int64_t g,
   }
   knmf::prepare::PrepareResult r;
   {
-    py::gil_scoped_release release;
+    ComputeWithoutGil release;
     r = knmf::prepare::cnmf_prepare_counts(src, numgenes, genes, tpm_src ? &*tpm_src : nullptr,
                                            "knmf.prepare(numgenes=...)");
   }
@@ -394,7 +473,9 @@ py::dict consensus(std::int64_t n, std::int64_t g, const py::array& indptr,
                    const std::vector<double>& gene_std,
                    const std::vector<std::pair<std::string, std::string>>& run_options,
                    double density_threshold, double local_neighborhood_size) {
+  const LiveCall live;
   ensure_initialized();
+  if (k < 1) knmf::input_error("knmf.consensus: k = ", k, " is invalid: it must be at least 1");
   const knmf::HostXRowSource X(csr_x(n, g, indptr, indices, data, "X"), "X");
   if (spectra.ndim() != 2 || spectra.shape(1) != g || spectra.shape(0) % k != 0)
     knmf::input_error("knmf.consensus: spectra has shape (", spectra.shape(0), ", ",
@@ -430,7 +511,7 @@ py::dict consensus(std::int64_t n, std::int64_t g, const py::array& indptr,
   }
   knmf::consensus::ConsensusResult r;
   {
-    py::gil_scoped_release release;
+    ComputeWithoutGil release;
     r = knmf::consensus::run_consensus(knmf::ExecSpace(), merged, k, X, tsrc ? &tin : nullptr, run, o);
   }
   py::dict out;
@@ -459,6 +540,7 @@ py::dict k_selection(std::int64_t n, std::int64_t g, const py::array& indptr,
                      double density_threshold, double local_neighborhood_size,
                      bool cross_validate, int cell_folds, int gene_folds, int cv_replicates,
                      std::int64_t cv_seed, const std::string& cv_rule) {
+  const LiveCall live;
   ensure_initialized();
   const knmf::HostXRowSource X(csr_x(n, g, indptr, indices, data, "X"), "X");
   if (stacks.size() != ks.size()) throw knmf::LogicError("knmf.k_selection: stacks and ks differ");
@@ -485,7 +567,7 @@ py::dict k_selection(std::int64_t n, std::int64_t g, const py::array& indptr,
   std::vector<knmf::consensus::KSelectionRow> rows;
   std::vector<knmf::consensus::CrossValidationK> table;
   {
-    py::gil_scoped_release release;
+    ComputeWithoutGil release;
     const knmf::ExecSpace space;
     rows = knmf::consensus::k_selection(space, merged, ks, X, run, o);
     if (cross_validate) table = knmf::consensus::cross_validate(space, X, ks, run, cv);
@@ -535,22 +617,25 @@ PYBIND11_MODULE(_knmf, m) {
     ensure_initialized();
     return knmf::concurrency();
   });
-  m.def("set_num_threads", [](int n) {
-    if (n < 1) knmf::input_error("knmf.set_num_threads(", n, ") is invalid: it must be at least 1");
+  m.def("max_host_threads", &knmf::max_host_threads);
+  // n as Python's int (any size): checked as text by the library, as the driver checks
+  // --kokkos-num-threads, before it is narrowed
+  m.def("set_num_threads", [](const py::int_& n) {
+    const std::string text = py::str(static_cast<const py::object&>(n));
+    if (const auto r = knmf::check_kokkos_setting(knmf::KokkosSetting::threads, text))
+      knmf::input_error("knmf.set_num_threads(", text, ") is invalid: ", r->reason);
+    const int threads = n.cast<int>();
     require_usable();
     if (Kokkos::is_initialized()) {
-      if (knmf::concurrency() == n) return;
-      throw std::runtime_error("knmf.set_num_threads(" + std::to_string(n) +
+      if (knmf::concurrency() == threads) return;
+      throw std::runtime_error("knmf.set_num_threads(" + text +
                                ") comes too late: knmf already runs with " +
                                std::to_string(knmf::concurrency()) +
                                " threads (call it before knmf's first computation)");
     }
-    state.threads = n;
+    state.threads = threads;
   });
-  m.def("_finalize", [] {
-    // from atexit: only if this module started Kokkos, and not in a forked child
-    if (state.we_initialized && !state.forked && Kokkos::is_initialized()) Kokkos::finalize();
-  });
+  m.def("_finalize", &finalize_at_exit, py::arg("wait_seconds") = 0.0);
   m.def("_after_fork_in_child", [] {
     if (Kokkos::is_initialized()) state.forked = true;
   });
@@ -581,10 +666,14 @@ PYBIND11_MODULE(_knmf, m) {
         py::arg("density_threshold"), py::arg("local_neighborhood_size"),
         py::arg("cross_validate"), py::arg("cell_folds"), py::arg("gene_folds"),
         py::arg("cv_replicates"), py::arg("cv_seed"), py::arg("cv_rule"));
-  m.def("solver_option_names", [] {
-    std::vector<std::string> names;
-    for (const auto& f : knmf::solver_option_fields()) names.emplace_back(f.name);
-    return names;
+  // (name, kind) of every solver option: kind "integer", "real" or "text" (a choice, or a
+  // choice or a number), as the library's option table says
+  m.def("solver_option_kinds", [] {
+    std::vector<std::pair<std::string, std::string>> kinds;
+    using K = knmf::SolverOptionField::Kind;
+    for (const auto& f : knmf::solver_option_fields())
+      kinds.emplace_back(f.name, f.kind == K::integer ? "integer" : f.kind == K::real ? "real" : "text");
+    return kinds;
   });
   // py::array: numpy's array as it is (never converted); the dtypes are checked inside
   m.def("_factorize_csr", &factorize_csr, py::arg("n"), py::arg("g"),

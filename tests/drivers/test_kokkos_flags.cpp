@@ -143,6 +143,18 @@ TEST_F(KokkosFlags, EnvironmentKokkosReadsIsChecked) {
     EXPECT_EQ(r.status, 0) << r.out;
     EXPECT_TRUE(written_);
   }
+  {
+    // ... and sizes the parallel region Kokkos runs before it takes its own count: OpenMP is
+    // given the count too (it crashed, SIGSEGV, on 100000 threads it cannot start)
+    ScopedEnv e("OMP_NUM_THREADS", "100000");
+    auto r = factorize_with("--kokkos-num-threads=2");
+    EXPECT_EQ(r.status, 0) << r.out;
+    EXPECT_TRUE(written_);
+    ScopedEnv k("KOKKOS_NUM_THREADS", "2");
+    r = factorize_with("");
+    EXPECT_EQ(r.status, 0) << r.out;
+    EXPECT_TRUE(written_);
+  }
 }
 
 // Where OMP_PROC_BIND is not set, the driver binds its threads (spread) only when they take
